@@ -1,0 +1,42 @@
+"""Compile every glsl/*.comp to SPIR-V in vk_adam/_spirv/ and validate it with spirv-val.
+
+Run by the build hook (hatch_build.py) for every wheel and editable install; also by hand:
+``python build_shaders.py``. The compiler driver itself lives in ``vk_adam/shaderc.py`` (standard
+library only, loaded here by path so the build needs neither kp nor an installed vk_adam), where
+plugin packages can call it too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _load_shaderc(root: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_vk_adam_shaderc", root / "vk_adam" / "shaderc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(root: Path = ROOT) -> list[Path]:
+    """Compile ``root/glsl/*.comp`` into ``root/vk_adam/_spirv``; return the written files."""
+    shaderc = _load_shaderc(root)
+    outputs: list[Path] = shaderc.compile_shaders(
+        root / "glsl", root / "vk_adam" / "_spirv", include_dirs=[root / "glsl"]
+    )
+    return outputs
+
+
+if __name__ == "__main__":
+    try:
+        for path in build():
+            print(path.relative_to(ROOT))
+    except Exception as exc:  # a build tool: print the actionable message, not a traceback
+        print(f"build_shaders.py: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,45 @@
+// Adam / AdamW (Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019 for decoupled decay),
+// in torch.optim.Adam/AdamW's single-tensor order (see README, "Update semantics").
+// State: s[0] = exp_avg (m), s[1] = exp_avg_sq (v), s[2] = max_exp_avg_sq (AMSGrad only).
+#extension GL_GOOGLE_include_directive : require
+#ifdef AMSGRAD
+#define VK_ADAM_STATE_COUNT 3
+#else
+#define VK_ADAM_STATE_COUNT 2
+#endif
+#define VK_ADAM_HYPER_COUNT 8
+#include "vk_adam_rule.glsl"
+
+layout(constant_id = 1) const float MAXIMIZE = 0.0;
+layout(constant_id = 2) const float DECOUPLED_WEIGHT_DECAY = 0.0;
+
+// Per-step values (host, float64, then float32):
+#define STEP_SIZE HYPER(0)              // lr / (1 - beta1^t)
+#define BIAS_CORRECTION2_SQRT HYPER(1)  // sqrt(1 - beta2^t)
+#define ONE_MINUS_BETA1 HYPER(2)        // 1 - beta1 (rounded once, from float64)
+#define BETA2 HYPER(3)
+#define ONE_MINUS_BETA2 HYPER(4)        // 1 - beta2
+#define EPS HYPER(5)
+#define WEIGHT_DECAY HYPER(6)           // coupled (L2) coefficient; 0 when decoupled
+#define DECAY_FACTOR HYPER(7)           // 1 - lr * weight_decay when decoupled, else 1
+
+void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
+    if (MAXIMIZE != 0.0) {
+        g = -g;
+    }
+    if (DECOUPLED_WEIGHT_DECAY != 0.0) {
+        p *= DECAY_FACTOR;                 // AdamW: p <- p * (1 - lr * wd)
+    } else {
+        g += WEIGHT_DECAY * p;             // Adam L2: g <- g + wd * p
+    }
+    // torch: exp_avg.lerp_(grad, 1 - beta1) = m + (1 - beta1) * (g - m)
+    s[0] = s[0] + ONE_MINUS_BETA1 * (g - s[0]);
+    s[1] = BETA2 * s[1] + ONE_MINUS_BETA2 * (g * g);
+#ifdef AMSGRAD
+    s[2] = max(s[2], s[1]);
+    vec4 denom = sqrt(s[2]) / BIAS_CORRECTION2_SQRT + EPS;
+#else
+    vec4 denom = sqrt(s[1]) / BIAS_CORRECTION2_SQRT + EPS;
+#endif
+    p -= STEP_SIZE * (s[0] / denom);
+}

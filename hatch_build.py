@@ -1,0 +1,28 @@
+"""Hatchling build hook: compile glsl/*.comp to SPIR-V before a wheel (or editable) is built.
+
+The sdist carries the GLSL only; every wheel built from it compiles its own SPIR-V.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+
+class ShaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return
+        root = Path(self.root)
+        sys.path.insert(0, str(root))
+        try:
+            import build_shaders
+        finally:
+            sys.path.pop(0)
+        build_shaders.build(root)
+        build_data.setdefault("artifacts", []).append("vk_adam/_spirv/*.spv")

@@ -1,0 +1,72 @@
+"""vk-adam: Adam, AdamW, SGD and plugin update rules as Vulkan compute shaders, through Kompute.
+
+Quick start::
+
+    import numpy as np, vk_adam
+    p = np.random.randn(1000, 16).astype(np.float32)
+    with vk_adam.AdamW([p], lr=1e-3) as opt:
+        opt.step([np.random.randn(1000, 16).astype(np.float32)])   # p is updated in place
+"""
+
+from __future__ import annotations
+
+from ._device import DEVICE_ENV, DeviceInfo, list_devices, select_device
+from ._errors import (
+    NoVulkanDeviceError,
+    OptimizerClosedError,
+    RuleRegistrationError,
+    ShaderMissingError,
+    VkAdamError,
+)
+from ._functional import adam_update
+from ._hookspecs import hookimpl, hookspec
+from ._optimizer import Optimizer, StepHandle
+from ._optimizers import SGD, Adam, AdamW, create
+from ._registry import (
+    BLOCK_ENV,
+    PluginLoadWarning,
+    RuleRegistry,
+    default_registry,
+    load_registry,
+    reload_registry,
+)
+from ._rule import ShaderVariant, StateBuffer, UpdateRule
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BLOCK_ENV",
+    "DEVICE_ENV",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "DeviceInfo",
+    "NoVulkanDeviceError",
+    "Optimizer",
+    "OptimizerClosedError",
+    "PluginLoadWarning",
+    "RuleRegistrationError",
+    "RuleRegistry",
+    "ShaderMissingError",
+    "ShaderVariant",
+    "StateBuffer",
+    "StepHandle",
+    "UpdateRule",
+    "VkAdamError",
+    "__version__",
+    "adam_update",
+    "create",
+    "default_registry",
+    "hookimpl",
+    "hookspec",
+    "list_devices",
+    "list_rules",
+    "load_registry",
+    "reload_registry",
+    "select_device",
+]
+
+
+def list_rules() -> dict[str, UpdateRule]:
+    """Every registered update rule by name (built-in and plugins)."""
+    return dict(default_registry().rules)

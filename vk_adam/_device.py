@@ -1,0 +1,156 @@
+"""Vulkan device discovery and selection, and the one place that imports kp.
+
+kp is imported lazily (``import vk_adam`` works without a Vulkan loader, e.g. to build a
+plugin's shaders) and without its ``logging.basicConfig()`` side effect on the host application.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from ._errors import NoVulkanDeviceError
+
+#: Environment variable that overrides the device choice: an index or a name substring.
+DEVICE_ENV = "VK_ADAM_DEVICE"
+
+# Software rasterisers: usable, but only chosen when no hardware GPU exists.
+_SOFTWARE_DEVICE = re.compile(r"llvmpipe|lavapipe|swiftshader|softpipe", re.IGNORECASE)
+_INSTALL_HINT = (
+    "Install a Vulkan driver and loader: for a CPU-only machine, Mesa's lavapipe "
+    "(Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1); for a GPU, its vendor's "
+    "Vulkan driver. `vulkaninfo --summary` (package vulkan-tools) shows what the loader sees."
+)
+
+
+@functools.cache
+def kp_module() -> ModuleType:
+    """Import kp once, undoing the ``logging.basicConfig()`` it runs at import."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import kp
+    except ImportError as exc:
+        raise NoVulkanDeviceError(
+            f"the Kompute Python package `kp` could not be imported ({exc}). "
+            "Run `bash scripts/setup.sh` (builds kp 0.9.0 offline) or install kp==0.9.0."
+        ) from exc
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    return kp
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One Vulkan physical device, as kp enumerates them (index = kp.Manager's ``device``)."""
+
+    index: int
+    name: str
+    device_type: str  # "discrete", "integrated", "virtual", "cpu" or "unknown"
+    driver: str
+    api_version: str
+    max_workgroup_count: int
+    timestamps_supported: bool
+
+    @property
+    def is_software(self) -> bool:
+        return self.device_type == "cpu" or bool(_SOFTWARE_DEVICE.search(self.name))
+
+
+def _vulkaninfo_summary() -> list[dict[str, str]]:
+    """Per-device fields from ``vulkaninfo --summary`` (same order as the loader), if installed."""
+    exe = shutil.which("vulkaninfo")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, "--summary"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    devices: list[dict[str, str]] = []
+    for line in out.splitlines():
+        if re.match(r"^GPU\d+:", line.strip()):
+            devices.append({})
+        elif devices and "=" in line:
+            key, _, value = line.partition("=")
+            devices[-1][key.strip()] = value.strip()
+    return devices
+
+
+@functools.cache
+def list_devices() -> tuple[DeviceInfo, ...]:
+    """Every Vulkan device the loader exposes. Raises NoVulkanDeviceError when there is none."""
+    kp = kp_module()
+    try:
+        manager = kp.Manager()
+    except Exception as exc:  # kp raises plain RuntimeError/vk errors
+        raise NoVulkanDeviceError(f"no Vulkan device could be opened ({exc}). {_INSTALL_HINT}") from exc
+    try:
+        raw: list[dict[str, Any]] = manager.list_devices()
+    finally:
+        manager.destroy()
+    if not raw:
+        raise NoVulkanDeviceError(f"the Vulkan loader found no device. {_INSTALL_HINT}")
+    summary = _vulkaninfo_summary()
+    devices = []
+    for index, props in enumerate(raw):
+        extra = summary[index] if index < len(summary) else {}
+        kind = extra.get("deviceType", "").replace("PHYSICAL_DEVICE_TYPE_", "").lower()
+        kind = {"discrete_gpu": "discrete", "integrated_gpu": "integrated", "virtual_gpu": "virtual"}.get(
+            kind, kind or ("cpu" if _SOFTWARE_DEVICE.search(props["device_name"]) else "unknown")
+        )
+        driver = " ".join(v for v in (extra.get("driverName"), extra.get("driverInfo")) if v)
+        devices.append(
+            DeviceInfo(
+                index=index,
+                name=str(props["device_name"]),
+                device_type=kind,
+                driver=driver or "unknown (install vulkan-tools for details)",
+                api_version=extra.get("apiVersion", "unknown"),
+                max_workgroup_count=int(props["max_work_group_count"][0]),
+                timestamps_supported=bool(props.get("timestamps_supported", False)),
+            )
+        )
+    return tuple(devices)
+
+
+_TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "unknown": 3, "cpu": 4}
+
+
+def select_device(device: int | str | None = None) -> DeviceInfo:
+    """Pick a device: ``device`` (index or name substring), else ``$VK_ADAM_DEVICE``, else the
+    first hardware GPU (discrete before integrated), else a software device such as lavapipe."""
+    devices = list_devices()
+    choice: int | str | None = device if device is not None else os.environ.get(DEVICE_ENV) or None
+    if choice is None:
+        return min(devices, key=lambda d: (d.is_software, _TYPE_RANK.get(d.device_type, 3), d.index))
+    names = ", ".join(f"{d.index}: {d.name}" for d in devices)
+    if isinstance(choice, int) or (isinstance(choice, str) and choice.strip().isdigit()):
+        index = int(choice)
+        if not 0 <= index < len(devices):
+            raise ValueError(f"Vulkan device index {index} out of range; devices are {names}")
+        return devices[index]
+    matches = [d for d in devices if str(choice).lower() in d.name.lower()]
+    if not matches:
+        raise ValueError(f"no Vulkan device name contains {choice!r}; devices are {names}")
+    return matches[0]
+
+
+def open_manager(device: int | str | None = None) -> tuple[Any, DeviceInfo]:
+    """Create a kp.Manager on the selected device."""
+    info = select_device(device)
+    try:
+        return kp_module().Manager(info.index), info
+    except Exception as exc:
+        raise NoVulkanDeviceError(f"could not open Vulkan device {info.name!r}: {exc}") from exc

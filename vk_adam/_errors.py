@@ -1,0 +1,23 @@
+"""Exception types of vk-adam; each message says what to do about it."""
+
+from __future__ import annotations
+
+
+class VkAdamError(RuntimeError):
+    """Base class of vk-adam's runtime errors (bad *arguments* raise ValueError/TypeError)."""
+
+
+class NoVulkanDeviceError(VkAdamError):
+    """No Vulkan device could be opened."""
+
+
+class ShaderMissingError(VkAdamError):
+    """A compiled SPIR-V shader is missing or unreadable."""
+
+
+class RuleRegistrationError(VkAdamError):
+    """An update rule was rejected when it registered (bad shader interface, name conflict)."""
+
+
+class OptimizerClosedError(VkAdamError):
+    """The optimizer was used after close()."""

@@ -1,0 +1,752 @@
+"""The optimizer: param groups -> flat GPU buffers -> one dispatch per buffer set per step.
+
+Layout. A group of NumPy params lives in one flat buffer set (param, grad, one per state
+buffer), each param a view at an offset aligned to ``ALIGN_ELEMENTS``; the group is updated by
+one dispatch. A param that is a kp tensor the application owns is its own buffer set (kp binds
+whole buffers, so one dispatch cannot span several of them); pass one flat kp tensor to get one
+dispatch for many logical tensors (see ``vk_adam.lora``).
+
+Per-step values travel as push constants recorded with each dispatch (kp freezes push
+constants at record time, so every step clears and re-records its sequence; re-recording costs
+a few microseconds, see ANCHORS in BENCHMARKS.md), so one pipeline serves every step.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._device import DeviceInfo, kp_module, open_manager
+from ._errors import OptimizerClosedError
+from ._registry import default_registry
+from ._rule import Hyper, ShaderVariant, UpdateRule
+from ._spirv import load_spirv
+
+F32 = npt.NDArray[np.float32]
+
+#: Each param of a flat buffer starts at a multiple of this many elements (256 bytes: the
+#: largest minStorageBufferOffsetAlignment Vulkan allows, and a whole number of vec4s).
+ALIGN_ELEMENTS = 64
+#: Threads per workgroup (local_size_x of every shader).
+WORKGROUP_SIZE = 256
+#: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
+MAX_WORKGROUPS = 65535
+#: At most this many asynchronous steps in flight; the next one waits for the oldest.
+MAX_STEPS_IN_FLIGHT = 8
+#: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
+MAX_ELEMENTS = (2**32 - 1) // 4
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
+
+
+def _is_kp_tensor(obj: object) -> bool:
+    return type(obj).__name__ == "Tensor" and type(obj).__module__ in ("kp", "builtins") and hasattr(
+        obj, "tensor_type"
+    )
+
+
+@dataclass
+class _BufferSet:
+    """One dispatch's buffers: param, grad, state; ``n`` elements each."""
+
+    param: Any
+    grad: Any
+    state: dict[str, Any]
+    n: int
+    owns_param: bool
+    owns_grad: bool
+    update_algo: Any = None
+    check_algo: Any = None
+    bound_grad: Any = None  # the grad tensor the cached algorithms are bound to
+
+
+@dataclass
+class _ParamSlot:
+    """Where one user-visible param lives: buffer set, offset, shape."""
+
+    buffer_set: int
+    offset: int
+    size: int
+    shape: tuple[int, ...]
+    host: F32 | None  # the user's NumPy array (None for kp tensors)
+
+
+@dataclass
+class _Group:
+    options: dict[str, Any]  # the user-visible dict (also in param_groups)
+    variant: ShaderVariant
+    spec: tuple[float, ...]
+    slots: list[_ParamSlot]
+    sets: list[_BufferSet]
+    host_mode: bool
+    step: int = 0
+    param_staging: list[F32] = field(default_factory=list)
+    grad_staging: list[F32] = field(default_factory=list)
+
+
+class StepHandle:
+    """The result of :meth:`Optimizer.step`: already finished for a synchronous step.
+
+    ``wait()`` blocks until the GPU finished the step (and, for NumPy params, copies the
+    updated values into them). ``skipped`` is True when ``skip_nonfinite`` skipped the step.
+    """
+
+    __slots__ = ("_finalize", "_optimizer", "_sequences", "done", "skipped", "step")
+
+    def __init__(self, optimizer: Optimizer, step: int) -> None:
+        self._optimizer = optimizer
+        self._sequences: list[Any] = []
+        self._finalize: list[tuple[_Group, int]] = []
+        self.done = False
+        self.skipped = False
+        self.step = step
+
+    def wait(self) -> StepHandle:
+        """Wait for this step (and every step issued before it) to finish on the GPU."""
+        if not self.done:
+            self._optimizer._wait_through(self)
+        return self
+
+    def __repr__(self) -> str:
+        state = "skipped" if self.skipped else ("done" if self.done else "in flight")
+        return f"<StepHandle step={self.step} {state}>"
+
+
+class Optimizer:
+    """An update rule from the registry, run on a Vulkan device through kp.
+
+    ``params``: NumPy float32 arrays (updated in place), kp tensors on ``manager``, or param
+    groups (dicts with ``"params"`` and per-group hyperparameters), as in torch.optim.
+    ``rule``: a registered rule name or an :class:`UpdateRule`. Hyperparameters not given fall
+    back to the rule's defaults.
+
+    Keyword options:
+      * ``device``: index or name substring (default ``$VK_ADAM_DEVICE``, else the first hardware
+        GPU, else lavapipe). Ignored when ``manager`` is given.
+      * ``manager``: an existing ``kp.Manager``; required when params are kp tensors.
+      * ``zero_grad``: zero the device gradient buffer in the same pass (default True).
+      * ``skip_nonfinite``: when any gradient holds NaN/Inf, skip the whole step on the GPU and
+        leave params, state and step count untouched (default False: torch's behaviour, the
+        NaN propagates).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        rule: str | UpdateRule,
+        *,
+        device: int | str | None = None,
+        manager: Any = None,
+        zero_grad: bool = True,
+        skip_nonfinite: bool = False,
+        profile: bool = False,
+        **hyper: Any,
+    ) -> None:
+        self._closed = True  # until fully built: close() must be safe on a half-built object
+        self.rule = rule if isinstance(rule, UpdateRule) else default_registry().get(rule)
+        unknown = set(hyper) - set(self.rule.defaults)
+        if unknown:
+            raise TypeError(
+                f"unknown hyperparameter(s) {sorted(unknown)} for rule {self.rule.name!r}; "
+                f"it takes {sorted(self.rule.defaults)}"
+            )
+        self.defaults: dict[str, Any] = {**self.rule.defaults, **hyper}
+        self.zero_grad = bool(zero_grad)
+        self.skip_nonfinite = bool(skip_nonfinite)
+        groups = self._normalize_groups(params)
+        for options in groups:
+            self.rule.validate(options)
+
+        self._kp = kp_module()
+        self._owns_manager = manager is None
+        has_kp = any(_is_kp_tensor(p) for g in groups for p in g["params"])
+        if has_kp and manager is None:
+            raise ValueError(
+                "params include kp tensors: pass the kp.Manager that created them as manager=..."
+            )
+        if manager is None:
+            self._manager, self.device = open_manager(device)
+        else:
+            self._manager = manager
+            props = manager.get_device_properties()
+            self.device = DeviceInfo(
+                -1, str(props["device_name"]), "unknown", "application's kp.Manager", "unknown",
+                int(props["max_work_group_count"][0]), bool(props.get("timestamps_supported")),
+            )  # fmt: skip
+        self._workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
+        self._closed = False
+        self._tensors: list[Any] = []  # every tensor we created (destroyed on close)
+        self._algorithms: list[Any] = []
+        self._spirv: dict[str, bytes] = {}
+        self._in_flight: deque[StepHandle] = deque()
+        self._free_sequences: list[Any] = []
+        self._profile = profile
+        self.last_gpu_seconds: float | None = None
+        try:
+            self._status = self._new_tensor(np.zeros(1, np.uint32))
+            self._bridge = self._new_tensor(np.zeros(1, np.float32))
+            self._sync_seq = self._manager.sequence(total_timestamps=64 if profile else 0)
+            self._groups = [self._build_group(options) for options in groups]
+            # kp fills only the host staging copy when it creates a tensor: upload ours once.
+            self._sync_seq.eval(self._kp.OpTensorSyncDevice(self._tensors))
+        except BaseException:
+            self.close()
+            raise
+        self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
+
+    # -- construction --------------------------------------------------------------------
+
+    def _normalize_groups(self, params: Iterable[Any]) -> list[dict[str, Any]]:
+        if isinstance(params, np.ndarray) or _is_kp_tensor(params):
+            raise TypeError("params must be a list of arrays/tensors or of param-group dicts")
+        items = list(params)
+        if not items:
+            raise ValueError("optimizer got an empty parameter list")
+        raw = items if isinstance(items[0], Mapping) else [{"params": items}]
+        groups = []
+        for index, group in enumerate(raw):
+            if not isinstance(group, Mapping) or "params" not in group:
+                raise TypeError(f"param group {index} must be a dict with a 'params' key")
+            plist = group["params"]
+            plist = [plist] if isinstance(plist, np.ndarray) or _is_kp_tensor(plist) else list(plist)
+            if not plist:
+                raise ValueError(f"param group {index} has no params")
+            extra = {k: v for k, v in group.items() if k != "params"}
+            groups.append({**self.defaults, **extra, "params": plist})
+        seen: set[int] = set()
+        for gi, group in enumerate(groups):
+            for pi, p in enumerate(group["params"]):
+                if id(p) in seen:
+                    raise ValueError(f"param {pi} of group {gi} appears in more than one place")
+                seen.add(id(p))
+                if _is_kp_tensor(p):
+                    continue
+                if not isinstance(p, np.ndarray):
+                    raise TypeError(
+                        f"param {pi} of group {gi} is a {type(p).__name__}; expected a NumPy "
+                        "float32 array or a kp tensor"
+                    )
+                if p.dtype != np.float32 or not p.flags.c_contiguous or not p.flags.writeable:
+                    raise TypeError(
+                        f"param {pi} of group {gi} must be a writeable, C-contiguous float32 array "
+                        f"(got dtype {p.dtype}, contiguous={p.flags.c_contiguous}, "
+                        f"writeable={p.flags.writeable}): vk-adam updates params in place, so "
+                        "convert it once with np.ascontiguousarray(p, dtype=np.float32) and keep "
+                        "that array"
+                    )
+                if p.size == 0:
+                    raise ValueError(f"param {pi} of group {gi} is empty")
+        return groups
+
+    def _new_tensor(self, data: np.ndarray) -> Any:
+        tensor = self._manager.tensor_t(data)
+        self._tensors.append(tensor)
+        return tensor
+
+    def _shader(self, name: str) -> bytes:
+        if name not in self._spirv:
+            self._spirv[name] = load_spirv(name)
+        return self._spirv[name]
+
+    def _build_group(self, options: dict[str, Any]) -> _Group:
+        variant = self.rule.variant_for(options)
+        spec = (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options)))
+        params = options["params"]
+        host_mode = not _is_kp_tensor(params[0])
+        if any(_is_kp_tensor(p) == host_mode for p in params):
+            raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
+        group = _Group(options, variant, spec, [], [], host_mode)
+        if host_mode:
+            offset = 0
+            for p in params:
+                group.slots.append(_ParamSlot(0, offset, p.size, tuple(p.shape), p))
+                offset += _align(p.size)
+            if offset > MAX_ELEMENTS:
+                raise ValueError(f"a param group holds {offset} elements; at most {MAX_ELEMENTS}")
+            flat = np.zeros(offset, np.float32)
+            for slot in group.slots:
+                assert slot.host is not None
+                flat[slot.offset : slot.offset + slot.size] = slot.host.reshape(-1)
+            bset = _BufferSet(
+                self._new_tensor(flat), self._new_tensor(np.zeros(offset, np.float32)),
+                self._new_state(variant, offset), offset, True, True,
+            )  # fmt: skip
+            group.sets.append(bset)
+            group.param_staging.append(bset.param.data())
+            group.grad_staging.append(bset.grad.data())
+        else:
+            for index, p in enumerate(params):
+                n = int(p.size())
+                if n > MAX_ELEMENTS:
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                if p.tensor_type() != self._kp.TensorTypes.storage and p.data().dtype != np.float32:
+                    raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
+                grad = self._new_tensor(np.zeros(n, np.float32))
+                group.slots.append(_ParamSlot(index, 0, n, (n,), None))
+                group.sets.append(_BufferSet(p, grad, self._new_state(variant, n), n, False, True))
+        for bset in group.sets:
+            self._bind(group, bset, bset.grad)
+        return group
+
+    def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
+        return {
+            s.name: self._new_tensor(np.full(n, s.initial_value, np.float32)) for s in variant.state
+        }
+
+    def _workgroups(self, items: int) -> int:
+        return max(1, min(self._workgroup_cap, -(-items // WORKGROUP_SIZE)))
+
+    def _bind(self, group: _Group, bset: _BufferSet, grad: Any) -> None:
+        """(Re)create the update (and check) pipelines of a buffer set for this grad buffer."""
+        for old in (bset.update_algo, bset.check_algo):
+            if old is not None:
+                old.destroy()
+                self._algorithms.remove(old)
+        tensors = [bset.param, grad, self._status, *(bset.state[s.name] for s in group.variant.state)]
+        push = np.zeros(1 + group.variant.hyper_count, np.float32)
+        bset.update_algo = self._manager.algorithm(
+            tensors, self._shader(str(group.variant.spirv)), [self._workgroups(-(-bset.n // 4)), 1, 1],
+            np.asarray(group.spec, np.float32), push,
+        )  # fmt: skip
+        self._algorithms.append(bset.update_algo)
+        bset.check_algo = None
+        if self.skip_nonfinite:
+            bset.check_algo = self._manager.algorithm(
+                [grad, self._status], self._shader("nonfinite_check"),
+                [self._workgroups(bset.n), 1, 1], np.zeros(0, np.float32), np.zeros(1, np.float32),
+            )  # fmt: skip
+            self._algorithms.append(bset.check_algo)
+        bset.bound_grad = grad
+
+    # -- stepping ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise OptimizerClosedError("this optimizer was closed; create a new one")
+
+    def _prepare_grads(self, grads: Sequence[Any] | None) -> list[list[Any]] | None:
+        """Validate every gradient before anything is written; per group, per param."""
+        if grads is None:
+            return None
+        if isinstance(grads, np.ndarray) or _is_kp_tensor(grads):
+            grads = [grads]
+        grads = list(grads)
+        expected = sum(len(g.slots) for g in self._groups)
+        if len(grads) != expected:
+            raise ValueError(
+                f"step() got {len(grads)} gradient(s) for {expected} param(s); pass one per param, "
+                "in the order of the params (group by group)"
+            )
+        out: list[list[Any]] = []
+        k = 0
+        for gi, group in enumerate(self._groups):
+            prepared = []
+            for pi, slot in enumerate(group.slots):
+                g = grads[k]
+                name = f"param {pi} of group {gi}" if len(self._groups) > 1 else f"param {pi}"
+                k += 1
+                if _is_kp_tensor(g):
+                    if group.host_mode:
+                        raise TypeError(f"grad for {name} is a kp tensor but the param is a NumPy array")
+                    if int(g.size()) != slot.size:
+                        raise ValueError(
+                            f"grad for {name} has {int(g.size())} elements; the param has {slot.size}"
+                        )
+                    prepared.append(g)
+                    continue
+                g = np.asarray(g)
+                if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
+                    raise ValueError(
+                        f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}"
+                    )
+                if g.dtype != np.float32:
+                    if not np.issubdtype(g.dtype, np.floating):
+                        raise TypeError(f"grad for {name} has dtype {g.dtype}; expected float32")
+                    warnings.warn(
+                        f"grad for {name} is {g.dtype}; converting to float32 (pass float32 to avoid "
+                        "the copy)",
+                        stacklevel=3,
+                    )
+                    g = g.astype(np.float32)
+                prepared.append(g)
+            out.append(prepared)
+        return out
+
+    def step(self, grads: Sequence[Any] | None = None, *, wait: bool = True) -> StepHandle:
+        """Apply one update to every param.
+
+        ``grads``: one per param in param order; NumPy arrays (uploaded) or kp tensors already
+        on the device (bound directly, no host copy). ``None`` uses the gradients already in
+        the optimizer's device gradient buffers (:meth:`grad_buffer`), e.g. written there by
+        the application's own shaders. A wrong count, shape or size raises ValueError and
+        changes nothing.
+
+        ``wait=False`` returns as soon as the work is submitted; the returned handle's
+        ``wait()`` finishes it. Later steps are ordered after earlier ones on the GPU.
+        """
+        self._check_open()
+        prepared = self._prepare_grads(grads)
+        if not wait and self.skip_nonfinite:
+            raise ValueError(
+                "skip_nonfinite steps are synchronous (the host must learn whether the step was "
+                "skipped before the next step's bias correction); use wait=True"
+            )
+        for group in self._groups:  # fail before any GPU work, like torch's validation
+            self.rule.validate(group.options)
+            if self.rule.variant_for(group.options) is not group.variant or (
+                float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(group.options))
+            ) != group.spec:
+                raise ValueError(
+                    "options that select the shader (e.g. amsgrad, maximize, nesterov, momentum on/off) "
+                    "cannot change after construction; create a new optimizer"
+                )
+        if wait:
+            return self._step_sync(prepared)
+        return self._step_async(prepared)
+
+    def _stage_inputs(self, prepared: list[list[Any]] | None) -> list[Any]:
+        """Copy host params/grads into staging, rebind device grads; return tensors to upload."""
+        upload: list[Any] = []
+        for gi, group in enumerate(self._groups):
+            grads = prepared[gi] if prepared is not None else None
+            if group.host_mode:
+                staging_p, staging_g = group.param_staging[0], group.grad_staging[0]
+                for pi, slot in enumerate(group.slots):
+                    assert slot.host is not None
+                    staging_p[slot.offset : slot.offset + slot.size] = slot.host.reshape(-1)
+                    if grads is not None:
+                        staging_g[slot.offset : slot.offset + slot.size] = grads[pi].reshape(-1)
+                bset = group.sets[0]
+                upload += [bset.param, bset.grad] if grads is not None else [bset.param]
+                continue
+            for pi, bset in enumerate(group.sets):
+                g = grads[pi] if grads is not None else bset.grad
+                if isinstance(g, np.ndarray):
+                    bset.grad.data()[:] = g.reshape(-1)
+                    upload.append(bset.grad)
+                    g = bset.grad
+                if g is not bset.bound_grad:
+                    self._bind(group, bset, g)
+        return upload
+
+    def _push(self, group: _Group, bset: _BufferSet, step: int) -> np.ndarray:
+        values = self.rule.push_constants(group.options, step)
+        push = np.empty(1 + group.variant.hyper_count, np.float32)
+        if len(values) != group.variant.hyper_count:
+            raise ValueError(
+                f"rule {self.rule.name!r} packed {len(values)} push constants; its shader takes "
+                f"{group.variant.hyper_count}"
+            )
+        push.view(np.uint32)[0] = bset.n
+        push[1:] = values
+        return push
+
+    def _step_sync(self, prepared: list[list[Any]] | None) -> StepHandle:
+        self._drain()
+        kp = self._kp
+        upload = self._stage_inputs(prepared)
+        seq = self._sync_seq
+        seq.clear()
+        # A 4-byte copy whose barriers chain every earlier compute on this queue (e.g. the
+        # application's gradient shaders) before our dispatches: kp 0.9.0 records no
+        # compute->compute barrier and binds no OpMemoryBarrier.
+        seq.record(kp.OpTensorSyncLocal([self._bridge]))
+        if self.skip_nonfinite:
+            self._status.data()[0] = 0
+            upload.append(self._status)
+        if upload:
+            seq.record(kp.OpTensorSyncDevice(upload))
+        if self.skip_nonfinite:
+            for group in self._groups:
+                for bset in group.sets:
+                    seq.record(kp.OpAlgoDispatch(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)))
+            seq.record(kp.OpTensorSyncLocal([self._status]))
+        ops_before = 1 + (1 if upload else 0)
+        if self.skip_nonfinite:
+            ops_before += sum(len(g.sets) for g in self._groups) + 1
+        dispatches = 0
+        for group in self._groups:
+            for bset in group.sets:
+                seq.record(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
+                dispatches += 1
+        download = [g.sets[0].param for g in self._groups if g.host_mode]
+        if download:
+            seq.record(kp.OpTensorSyncLocal(download))
+        seq.eval()
+        if self._profile:
+            ticks = seq.get_timestamps()
+            # kp writes one timestamp before the first op and one after each op.
+            self.last_gpu_seconds = (ticks[ops_before + dispatches] - ticks[ops_before]) * 1e-9
+        handle = StepHandle(self, self._groups[0].step + 1)
+        handle.done = True
+        handle.skipped = self.skip_nonfinite and int(self._status.data()[0]) != 0
+        if not handle.skipped:
+            for group in self._groups:
+                group.step += 1
+                self._copy_back(group)
+        return handle
+
+    def _copy_back(self, group: _Group) -> None:
+        if not group.host_mode:
+            return
+        staging = group.param_staging[0]
+        for slot in group.slots:
+            assert slot.host is not None
+            slot.host.reshape(-1)[:] = staging[slot.offset : slot.offset + slot.size]
+
+    def _acquire_sequence(self) -> Any:
+        if self._free_sequences:
+            return self._free_sequences.pop()
+        return self._manager.sequence()
+
+    def _step_async(self, prepared: list[list[Any]] | None) -> StepHandle:
+        kp = self._kp
+        if len(self._in_flight) >= MAX_STEPS_IN_FLIGHT:
+            self._in_flight[0].wait()
+        if any(g.host_mode for g in self._groups) and self._in_flight:
+            # Staging memory of the previous step may still be read by its upload.
+            self._drain()
+        upload = self._stage_inputs(prepared)
+        handle = StepHandle(self, self._groups[0].step + 1)
+
+        def submit(op: Any) -> None:
+            seq = self._acquire_sequence()
+            handle._sequences.append(seq)
+            seq.eval_async(op)  # kp 0.9.0: one op per asynchronous submission
+
+        if self._in_flight:
+            submit(kp.OpTensorSyncLocal([self._bridge]))  # order after the previous step
+        if upload:
+            submit(kp.OpTensorSyncDevice(upload))
+        for group in self._groups:
+            for bset in group.sets:
+                submit(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
+        download = [g.sets[0].param for g in self._groups if g.host_mode]
+        if download:
+            submit(kp.OpTensorSyncLocal(download))
+        for group in self._groups:
+            group.step += 1
+            if group.host_mode:
+                handle._finalize.append((group, group.step))
+        self._in_flight.append(handle)
+        return handle
+
+    def _wait_through(self, target: StepHandle) -> None:
+        while self._in_flight:
+            handle = self._in_flight.popleft()
+            for seq in handle._sequences:
+                seq.eval_await()
+                self._free_sequences.append(seq)
+            handle._sequences.clear()
+            for group, _ in handle._finalize:
+                self._copy_back(group)
+            handle.done = True
+            if handle is target:
+                return
+
+    def _drain(self) -> None:
+        if self._in_flight:
+            self._wait_through(self._in_flight[-1])
+
+    def synchronize(self) -> None:
+        """Wait for every asynchronous step issued so far."""
+        self._check_open()
+        self._drain()
+
+    # -- device buffers (for applications that stay on the GPU) ----------------------------
+
+    def param_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups)."""
+        self._check_open()
+        return self._groups[group].sets[index].param
+
+    def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor that ``step()`` (without grads) reads gradients from.
+
+        Write gradients into it on the device (your own shaders), then call ``step()``.
+        For NumPy groups it is the group's flat gradient buffer (see :meth:`param_offsets`).
+        """
+        self._check_open()
+        return self._groups[group].sets[index].grad
+
+    def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
+        """(offset, shape) of each param of a NumPy group inside its flat buffers."""
+        return [(s.offset, s.shape) for s in self._groups[group].slots]
+
+    def dispatches_per_step(self) -> int:
+        """How many update dispatches one step records (one per buffer set)."""
+        return sum(len(g.sets) for g in self._groups)
+
+    # -- state dict ------------------------------------------------------------------------
+
+    def _all_slots(self) -> Iterator[tuple[int, _Group, _ParamSlot]]:
+        index = 0
+        for group in self._groups:
+            for slot in group.slots:
+                yield index, group, slot
+                index += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch.optim's layout: ``{'state': {i: {'step', <state buffers>}}, 'param_groups'}``.
+
+        State arrays are float32 copies shaped like their params; params that have not been
+        stepped have no entry (as in torch).
+        """
+        self._check_open()
+        self._drain()
+        tensors = [t for g in self._groups for b in g.sets for t in b.state.values()]
+        if tensors:
+            self._sync_seq.clear()
+            self._sync_seq.eval(self._kp.OpTensorSyncLocal(tensors))
+        state: dict[int, dict[str, Any]] = {}
+        for index, group, slot in self._all_slots():
+            if group.step == 0:
+                continue
+            bset = group.sets[slot.buffer_set]
+            entry: dict[str, Any] = {"step": float(group.step)}
+            for s in group.variant.state:
+                flat = bset.state[s.name].data()[slot.offset : slot.offset + slot.size]
+                entry[s.name] = flat.reshape(slot.shape).copy()
+            state[index] = entry
+        groups = []
+        start = 0
+        for group in self._groups:
+            opts = {k: v for k, v in group.options.items() if k != "params"}
+            opts["params"] = list(range(start, start + len(group.slots)))
+            start += len(group.slots)
+            groups.append(opts)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Load a :meth:`state_dict` (or torch.optim's, as NumPy). Checked fully before any
+        change: on error nothing is modified."""
+        self._check_open()
+        if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError("a state dict has the keys 'state' and 'param_groups'")
+        saved_groups = list(state_dict["param_groups"])
+        if len(saved_groups) != len(self._groups):
+            raise ValueError(
+                f"loaded state dict has {len(saved_groups)} param group(s); this optimizer has "
+                f"{len(self._groups)}"
+            )
+        new_options = []
+        for gi, (saved, group) in enumerate(zip(saved_groups, self._groups, strict=True)):
+            if len(saved["params"]) != len(group.slots):
+                raise ValueError(
+                    f"param group {gi} of the loaded state dict has {len(saved['params'])} params; "
+                    f"this optimizer's has {len(group.slots)}"
+                )
+            options = {**group.options, **{k: v for k, v in saved.items() if k in self.rule.defaults}}
+            if isinstance(options.get("betas"), list):
+                options["betas"] = tuple(options["betas"])
+            self.rule.validate(options)
+            if self.rule.variant_for(options) is not group.variant or (
+                float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options))
+            ) != group.spec:
+                raise ValueError(
+                    f"param group {gi} was saved with different shader options "
+                    f"({ {k: saved.get(k) for k in self.rule.defaults} }); create the optimizer "
+                    "with the same options as the one that saved it"
+                )
+            new_options.append(options)
+        state = state_dict["state"]
+        steps: list[int] = []
+        writes: list[tuple[Any, int, np.ndarray]] = []
+        params_flat = [(i, g, s) for i, g, s in self._all_slots()]
+        for gi, group in enumerate(self._groups):
+            ids = list(saved_groups[gi]["params"])
+            group_steps = set()
+            for local, saved_id in enumerate(ids):
+                _, _, slot = params_flat[sum(len(g.slots) for g in self._groups[:gi]) + local]
+                entry = state.get(saved_id, state.get(str(saved_id)))
+                if entry is None:
+                    group_steps.add(0)
+                    for s in group.variant.state:
+                        writes.append((group.sets[slot.buffer_set].state[s.name], slot.offset,
+                                       np.full(slot.size, s.initial_value, np.float32)))  # fmt: skip
+                    continue
+                group_steps.add(int(float(np.asarray(entry.get("step", 0)))))
+                for s in group.variant.state:
+                    if s.name not in entry:
+                        raise ValueError(f"state of param {saved_id} lacks {s.name!r}")
+                    value = np.asarray(entry[s.name], dtype=np.float32)
+                    if value.size != slot.size:
+                        raise ValueError(
+                            f"state {s.name!r} of param {saved_id} has {value.size} elements; "
+                            f"the param has {slot.size}"
+                        )
+                    writes.append((group.sets[slot.buffer_set].state[s.name], slot.offset, value.reshape(-1)))
+            if len(group_steps) > 1:
+                raise ValueError(
+                    f"param group {gi} has params at different steps {sorted(group_steps)}; "
+                    "vk-adam keeps one step count per group"
+                )
+            steps.append(group_steps.pop() if group_steps else 0)
+        # Everything checked: apply.
+        self._drain()
+        touched = []
+        for tensor, offset, value in writes:
+            tensor.data()[offset : offset + value.size] = value
+            if tensor not in touched:
+                touched.append(tensor)
+        if touched:
+            self._sync_seq.clear()
+            self._sync_seq.eval(self._kp.OpTensorSyncDevice(touched))
+        for group, options, step in zip(self._groups, new_options, steps, strict=True):
+            group.options.update({k: v for k, v in options.items() if k != "params"})
+            group.step = step
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for in-flight work and free every Vulkan object this optimizer created."""
+        if getattr(self, "_closed", True) and not hasattr(self, "_tensors"):
+            return
+        if getattr(self, "_in_flight", None):
+            try:
+                self._drain()
+            except Exception:  # closing must not raise on a broken device
+                pass
+        for group in getattr(self, "_groups", []):
+            group.param_staging.clear()
+            group.grad_staging.clear()
+        for algo in getattr(self, "_algorithms", []):
+            algo.destroy()
+        for seq in [*getattr(self, "_free_sequences", []), getattr(self, "_sync_seq", None)]:
+            if seq is not None:
+                seq.destroy()
+        for tensor in getattr(self, "_tensors", []):
+            tensor.destroy()
+        if getattr(self, "_owns_manager", False) and getattr(self, "_manager", None) is not None:
+            self._manager.destroy()
+        self._algorithms, self._tensors, self._free_sequences = [], [], []
+        self._manager = None
+        self._sync_seq = None
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Optimizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        groups = ", ".join(
+            f"{{n_params={len(g.slots)}, lr={g.options['lr']}, step={g.step}}}" for g in self._groups
+        ) if hasattr(self, "_groups") else "?"  # fmt: skip
+        return f"{type(self).__name__}(rule={self.rule.name!r}, device={self.device.name!r}, groups=[{groups}])"
+
+
+__all__ = ["Optimizer", "StepHandle"]

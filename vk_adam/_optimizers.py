@@ -1,0 +1,101 @@
+"""The user-facing optimizer classes: thin, typed front doors over :class:`Optimizer`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba 2015) with torch.optim.Adam's arguments, defaults and errors.
+
+    ``weight_decay`` is L2 (added to the gradient) unless ``decoupled_weight_decay=True``.
+    See :class:`vk_adam.Optimizer` for ``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        *,
+        decoupled_weight_decay: bool = False,
+        device: int | str | None = None,
+        manager: Any = None,
+        zero_grad: bool = True,
+        skip_nonfinite: bool = False,
+        profile: bool = False,
+    ) -> None:
+        super().__init__(
+            params, "adam", lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+            amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
+            device=device, manager=manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite,
+            profile=profile,
+        )  # fmt: skip
+
+
+class AdamW(Optimizer):
+    """AdamW (Loshchilov & Hutter 2019): Adam with decoupled weight decay, default 1e-2,
+    as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        *,
+        device: int | str | None = None,
+        manager: Any = None,
+        zero_grad: bool = True,
+        skip_nonfinite: bool = False,
+        profile: bool = False,
+    ) -> None:
+        super().__init__(
+            params, "adamw", lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+            amsgrad=amsgrad, maximize=maximize, device=device, manager=manager,
+            zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile,
+        )  # fmt: skip
+
+
+class SGD(Optimizer):
+    """SGD with momentum, dampening, Nesterov, weight decay and maximize: torch.optim.SGD."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        device: int | str | None = None,
+        manager: Any = None,
+        zero_grad: bool = True,
+        skip_nonfinite: bool = False,
+        profile: bool = False,
+    ) -> None:
+        super().__init__(
+            params, "sgd", lr=lr, momentum=momentum, dampening=dampening,
+            weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, device=device,
+            manager=manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile,
+        )  # fmt: skip
+
+
+def create(rule: str, params: Iterable[Any], **kwargs: Any) -> Optimizer:
+    """An optimizer for any registered rule by name: ``vk_adam.create("lion", params, lr=1e-4)``.
+
+    ``kwargs`` are the rule's hyperparameters plus :class:`Optimizer`'s keyword options.
+    """
+    return Optimizer(params, rule, **kwargs)

@@ -1,0 +1,111 @@
+"""Loading compiled shaders, and reading a SPIR-V module's interface (bindings, push constants).
+
+The reflection is deliberately small: it reads exactly what a rule declares, so a plugin whose
+shader disagrees with its declaration is rejected when it registers, not at its first step.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._errors import ShaderMissingError
+
+SPIRV_DIR = Path(__file__).resolve().parent / "_spirv"
+
+_MAGIC = 0x07230203
+# Opcodes and enums from the SPIR-V specification (unified1).
+_OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 21, 22, 23
+_OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 28, 29, 30, 32
+_OP_CONSTANT, _OP_VARIABLE, _OP_DECORATE, _OP_MEMBER_DECORATE = 43, 59, 71, 72
+_DEC_ARRAY_STRIDE, _DEC_BINDING, _DEC_DESCRIPTOR_SET, _DEC_OFFSET, _DEC_SPEC_ID = 6, 33, 34, 35, 1
+_STORAGE_PUSH_CONSTANT = 9
+
+
+@dataclass(frozen=True)
+class ShaderInterface:
+    """What a compute shader expects from the host."""
+
+    bindings: frozenset[int]  # binding numbers used in descriptor set 0
+    push_constant_bytes: int  # 0 when the shader has no push-constant block
+    spec_ids: frozenset[int]
+
+
+def load_spirv(name_or_path: str | Path) -> bytes:
+    """Return the SPIR-V of a built-in shader (by name) or of a ``.spv`` file (by path)."""
+    path = Path(name_or_path)
+    if path.suffix != ".spv":
+        path = SPIRV_DIR / f"{name_or_path}.spv"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ShaderMissingError(
+            f"compiled shader {path} is missing. Shaders are compiled when the package is built: "
+            "reinstall it (`pip install .` or `bash scripts/setup.sh`) on a machine with "
+            "glslang-tools and spirv-tools installed, or run `python build_shaders.py` in a checkout."
+        ) from None
+    if len(data) < 20 or len(data) % 4 or struct.unpack_from("<I", data)[0] != _MAGIC:
+        raise ShaderMissingError(f"{path} is not a SPIR-V module (bad magic number or length)")
+    return data
+
+
+def reflect(spirv: bytes) -> ShaderInterface:
+    """Read descriptor bindings (set 0), push-constant block size and spec-constant ids."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    if words[0] != _MAGIC:
+        raise ValueError("not a SPIR-V module (bad magic number)")
+    types: dict[int, tuple[int, ...]] = {}  # result id -> (opcode, operands...)
+    constants: dict[int, int] = {}
+    decorations: dict[tuple[int, int], int] = {}
+    member_offsets: dict[tuple[int, int], int] = {}
+    variables: list[tuple[int, int, int]] = []  # (type id, result id, storage class)
+    spec_ids: set[int] = set()
+    i = 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            raise ValueError("malformed SPIR-V: zero-length instruction")
+        ops = words[i + 1 : i + count]
+        if opcode in (_OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR, _OP_TYPE_ARRAY,
+                      _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER):  # fmt: skip
+            types[ops[0]] = (opcode, *ops[1:])
+        elif opcode == _OP_CONSTANT:
+            constants[ops[1]] = ops[2]
+        elif opcode == _OP_VARIABLE:
+            variables.append((ops[0], ops[1], ops[2]))
+        elif opcode == _OP_DECORATE and len(ops) >= 3:
+            decorations[(ops[0], ops[1])] = ops[2]
+            if ops[1] == _DEC_SPEC_ID:
+                spec_ids.add(ops[2])
+        elif opcode == _OP_MEMBER_DECORATE and len(ops) >= 4 and ops[2] == _DEC_OFFSET:
+            member_offsets[(ops[0], ops[1])] = ops[3]
+        i += count
+
+    def size_of(type_id: int) -> int:
+        t = types[type_id]
+        if t[0] in (_OP_TYPE_INT, _OP_TYPE_FLOAT):
+            return t[1] // 8
+        if t[0] == _OP_TYPE_VECTOR:
+            return t[2] * size_of(t[1])
+        if t[0] == _OP_TYPE_ARRAY:
+            stride = decorations.get((type_id, _DEC_ARRAY_STRIDE), size_of(t[1]))
+            return stride * constants[t[2]]
+        if t[0] == _OP_TYPE_STRUCT:
+            members = t[1:]
+            return max(
+                (member_offsets.get((type_id, k), 0) + size_of(m) for k, m in enumerate(members)),
+                default=0,
+            )
+        raise ValueError(f"unsupported type in push-constant block (opcode {t[0]})")
+
+    bindings: set[int] = set()
+    push_bytes = 0
+    for type_id, var_id, storage in variables:
+        if storage == _STORAGE_PUSH_CONSTANT:
+            pointee = types[type_id][2]
+            push_bytes = size_of(pointee)
+        binding = decorations.get((var_id, _DEC_BINDING))
+        if binding is not None and decorations.get((var_id, _DEC_DESCRIPTOR_SET), 0) == 0:
+            bindings.add(binding)
+    return ShaderInterface(frozenset(bindings), push_bytes, frozenset(spec_ids))
