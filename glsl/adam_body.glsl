@@ -21,15 +21,17 @@ layout(constant_id = 2) const float DECOUPLED_WEIGHT_DECAY = 0.0;
 #define ONE_MINUS_BETA2 HYPER(4)        // 1 - beta2
 #define EPS HYPER(5)
 #define WEIGHT_DECAY HYPER(6)           // coupled (L2) coefficient; 0 when decoupled
-#define DECAY_FACTOR HYPER(7)           // 1 - lr * weight_decay when decoupled, else 1
+#define DECOUPLED_DECAY HYPER(7)        // lr * weight_decay when decoupled, else 0
 
 void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
     if (MAXIMIZE != 0.0) {
         g = -g;
     }
-    if (DECOUPLED_WEIGHT_DECAY != 0.0) {
-        p *= DECAY_FACTOR;                 // AdamW: p <- p * (1 - lr * wd)
-    } else {
+    // AdamW's p <- p * (1 - lr * wd) is folded into the final subtraction below, so p is
+    // rounded once per step (rounding 1 - lr*wd to float32 first, as torch does, drifts by up
+    // to 3e-8 relative per step). decay = 0 for Adam, whose L2 term goes into the gradient.
+    vec4 decay = DECOUPLED_DECAY * p;
+    if (DECOUPLED_WEIGHT_DECAY == 0.0) {
         g += WEIGHT_DECAY * p;             // Adam L2: g <- g + wd * p
     }
     // torch: exp_avg.lerp_(grad, 1 - beta1) = m + (1 - beta1) * (g - m)
@@ -41,5 +43,5 @@ void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
 #else
     vec4 denom = sqrt(s[1]) / BIAS_CORRECTION2_SQRT + EPS;
 #endif
-    p -= STEP_SIZE * (s[0] / denom);
+    p -= decay + STEP_SIZE * (s[0] / denom);
 }

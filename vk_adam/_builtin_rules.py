@@ -71,7 +71,7 @@ def _adam_push_constants(hyper: Hyper, step: int) -> Sequence[float]:
         1.0 - beta2,
         float(hyper["eps"]),
         0.0 if decoupled else wd,
-        1.0 - lr * wd if decoupled else 1.0,
+        lr * wd if decoupled else 0.0,
     )
 
 

@@ -37,6 +37,8 @@ ALIGN_ELEMENTS = 64
 WORKGROUP_SIZE = 256
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
+#: Pipelines cached per buffer set, one per distinct gradient buffer seen.
+MAX_PIPELINES_PER_SET = 8
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
 MAX_STEPS_IN_FLIGHT = 8
 #: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
@@ -65,7 +67,9 @@ class _BufferSet:
     owns_grad: bool
     update_algo: Any = None
     check_algo: Any = None
-    bound_grad: Any = None  # the grad tensor the cached algorithms are bound to
+    bound_grad: Any = None  # the grad tensor the current algorithms are bound to
+    # id(grad tensor) -> (grad tensor, update algorithm, check algorithm or None)
+    pipelines: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -305,25 +309,38 @@ class Optimizer:
         return max(1, min(self._workgroup_cap, -(-items // WORKGROUP_SIZE)))
 
     def _bind(self, group: _Group, bset: _BufferSet, grad: Any) -> None:
-        """(Re)create the update (and check) pipelines of a buffer set for this grad buffer."""
-        for old in (bset.update_algo, bset.check_algo):
-            if old is not None:
-                old.destroy()
-                self._algorithms.remove(old)
-        tensors = [bset.param, grad, self._status, *(bset.state[s.name] for s in group.variant.state)]
-        push = np.zeros(1 + group.variant.hyper_count, np.float32)
-        bset.update_algo = self._manager.algorithm(
-            tensors, self._shader(str(group.variant.spirv)), [self._workgroups(-(-bset.n // 4)), 1, 1],
-            np.asarray(group.spec, np.float32), push,
-        )  # fmt: skip
-        self._algorithms.append(bset.update_algo)
-        bset.check_algo = None
-        if self.skip_nonfinite:
-            bset.check_algo = self._manager.algorithm(
-                [grad, self._status], self._shader("nonfinite_check"),
-                [self._workgroups(bset.n), 1, 1], np.zeros(0, np.float32), np.zeros(1, np.float32),
+        """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
+
+        Pipelines are cached per grad buffer (an application may alternate a few), and never
+        destroyed while a step that uses them may still be in flight.
+        """
+        cached = bset.pipelines.get(id(grad))
+        if cached is None:
+            if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
+                self._drain()
+                for _grad, *algos in bset.pipelines.values():
+                    for algo in algos:
+                        if algo is not None:
+                            algo.destroy()
+                            self._algorithms.remove(algo)
+                bset.pipelines.clear()
+            tensors = [bset.param, grad, self._status, *(bset.state[s.name] for s in group.variant.state)]
+            push = np.zeros(1 + group.variant.hyper_count, np.float32)
+            update = self._manager.algorithm(
+                tensors, self._shader(str(group.variant.spirv)),
+                [self._workgroups(-(-bset.n // 4)), 1, 1], np.asarray(group.spec, np.float32), push,
             )  # fmt: skip
-            self._algorithms.append(bset.check_algo)
+            self._algorithms.append(update)
+            check = None
+            if self.skip_nonfinite:
+                check = self._manager.algorithm(
+                    [grad, self._status], self._shader("nonfinite_check"),
+                    [self._workgroups(bset.n), 1, 1], np.zeros(0, np.float32), np.zeros(1, np.float32),
+                )  # fmt: skip
+                self._algorithms.append(check)
+            cached = (grad, update, check)
+            bset.pipelines[id(grad)] = cached
+        _, bset.update_algo, bset.check_algo = cached
         bset.bound_grad = grad
 
     # -- stepping ------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""Shaders are built with the package: present, valid, newer than their sources."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vk_adam
+from vk_adam._spirv import SPIRV_DIR, load_spirv, reflect
+from vk_adam.shaderc import INCLUDE_DIR, ShaderBuildError, compile_shaders
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted((ROOT / "glsl").glob("*.comp"))
+
+
+def test_every_glsl_source_has_an_installed_spirv_newer_than_its_sources():
+    assert SOURCES, "no GLSL sources found"
+    headers = [*(ROOT / "glsl").glob("*.glsl"), *INCLUDE_DIR.glob("*.glsl")]
+    newest_header = max(h.stat().st_mtime for h in headers)
+    for source in SOURCES:
+        spv = SPIRV_DIR / f"{source.stem}.spv"
+        assert spv.exists(), f"{spv} missing: reinstall (pip install -e .) to rebuild shaders"
+        newest = max(source.stat().st_mtime, newest_header)
+        assert spv.stat().st_mtime >= newest, (
+            f"{spv.name} is older than its sources: rebuild with `python build_shaders.py` "
+            "or reinstall the package"
+        )
+        assert reflect(load_spirv(source.stem)).bindings
+
+
+def test_no_spirv_is_tracked_by_git():
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "*.spv"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert tracked.strip() == ""
+
+
+def test_missing_compiler_is_a_clear_build_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ShaderBuildError, match="glslang-tools"):
+        compile_shaders(ROOT / "glsl", tmp_path / "out")
+
+
+def test_broken_shader_reports_the_compiler_message(tmp_path):
+    (tmp_path / "bad.comp").write_text("#version 450\nvoid main() { undefined_thing = 1; }\n")
+    with pytest.raises(ShaderBuildError, match="bad.comp failed to compile"):
+        compile_shaders(tmp_path, tmp_path / "out")
+
+
+def test_shaderc_command_line_builds_plugin_style_shaders(tmp_path):
+    out = tmp_path / "spv"
+    result = subprocess.run(
+        [sys.executable, "-m", "vk_adam.shaderc", str(ROOT / "glsl"), str(out), f"-I{ROOT / 'glsl'}"],
+        capture_output=True, text=True, env={**os.environ},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert {p.stem for p in out.glob("*.spv")} == {s.stem for s in SOURCES}
+
+
+def test_package_exports_a_typed_public_surface():
+    assert (Path(vk_adam.__file__).parent / "py.typed").exists()
+    for name in vk_adam.__all__:
+        assert hasattr(vk_adam, name), name
