@@ -30,6 +30,11 @@ def build(root: Path = ROOT) -> list[Path]:
     outputs: list[Path] = shaderc.compile_shaders(
         root / "glsl", root / "vk_adam" / "_spirv", include_dirs=[root / "glsl"]
     )
+    # Deliberately broken rule shaders for the registry's negative tests (checkouts only;
+    # they never enter the wheel).
+    test_sources = root / "tests" / "glsl"
+    if test_sources.is_dir():
+        outputs += shaderc.compile_shaders(test_sources, root / "tests" / "spirv")
     return outputs
 
 

@@ -1,0 +1,16 @@
+#version 450
+// Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Alg. 2):
+//   u = sign(beta1 * m + (1 - beta1) * g)
+//   p = p - lr * (u + wd * p)
+//   m = beta2 * m + (1 - beta2) * g
+#extension GL_GOOGLE_include_directive : require
+#define VK_ADAM_STATE_COUNT 1   // s[0] = exp_avg (m)
+#define VK_ADAM_HYPER_COUNT 4
+#include "vk_adam_rule.glsl"
+
+void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
+    const float lr = HYPER(0), beta1 = HYPER(1), beta2 = HYPER(2), wd = HYPER(3);
+    vec4 u = sign(beta1 * s[0] + (1.0 - beta1) * g);
+    p -= lr * (u + wd * p);
+    s[0] = beta2 * s[0] + (1.0 - beta2) * g;
+}

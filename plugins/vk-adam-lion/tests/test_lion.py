@@ -1,0 +1,41 @@
+"""Lion through the registry, as a user of the installed plugin would use it."""
+
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam.testing import check_rule
+
+
+def test_lion_is_registered_from_its_distribution():
+    rule = vk_adam.default_registry().get("lion")
+    assert rule.distribution.startswith("vk-adam-lion")
+
+
+def test_lion_conforms_to_its_reference():
+    rule = vk_adam.default_registry().get("lion")
+    report = check_rule(rule, hyper=[{"lr": 0.01}, {"lr": 0.003, "weight_decay": 0.1, "betas": (0.8, 0.95)}])
+    assert report.cases == 8
+
+
+def test_lion_over_100_steps_matches_reference():
+    rule = vk_adam.default_registry().get("lion")
+    rng = np.random.default_rng()
+    p = rng.standard_normal(999).astype(np.float32)
+    ref = p.astype(np.float64)
+    hyper = {**rule.defaults, "lr": 1e-3, "weight_decay": 0.01}
+    state = {"exp_avg": np.zeros(999)}
+    mismatched = 0
+    with vk_adam.create("lion", [p], lr=1e-3, weight_decay=0.01) as opt:
+        for t in range(1, 101):
+            g = rng.standard_normal(999).astype(np.float32)
+            opt.step([g])
+            rule.reference(ref, g.astype(np.float64), state, hyper, t)
+    # sign() may flip where its argument rounds across zero in float32: allow a handful.
+    mismatched = np.count_nonzero(np.abs(p - ref) > 1e-5)
+    assert mismatched <= 3, mismatched
+
+
+def test_lion_errors():
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        vk_adam.create("lion", [np.zeros(4, np.float32)], lr=-1)

@@ -1,0 +1,145 @@
+"""The rule registry: built-ins through the same hook as plugins; bad plugins break nothing."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam import ShaderVariant, StateBuffer, UpdateRule
+from vk_adam._builtin_rules import SGD
+from vk_adam._registry import BUILTIN_PLUGIN, load_registry
+from vk_adam.testing import RuleConformanceError, check_rule
+
+SPIRV = Path(__file__).resolve().parent / "spirv"
+
+
+def lion_like(name: str, spirv: Path | str, state=(StateBuffer("exp_avg"),), hyper_count=4) -> UpdateRule:
+    def reference(param, grad, state, hyper, step):
+        m = state["exp_avg"]
+        param -= hyper["lr"] * (np.sign(0.9 * m + 0.1 * grad) + 0.0 * param)
+        m *= 0.99
+        m += 0.01 * grad
+
+    return UpdateRule(
+        name=name,
+        defaults={"lr": 0.01, "betas": (0.9, 0.99), "weight_decay": 0.0},
+        variants={"v": ShaderVariant(spirv, tuple(state), hyper_count)},
+        select_variant=lambda h: "v",
+        push_constants=lambda h, t: (h["lr"], h["betas"][0], h["betas"][1], h["weight_decay"]),
+        reference=reference,
+    )
+
+
+def plugin(*rules: UpdateRule, name: str = "test_plugin") -> types.ModuleType:
+    module = types.ModuleType(name)
+
+    @vk_adam.hookimpl
+    def vk_adam_rules():
+        return list(rules)
+
+    module.vk_adam_rules = vk_adam_rules  # type: ignore[attr-defined]
+    return module
+
+
+def test_builtin_rules_arrive_through_the_hook():
+    registry = load_registry(entry_points=False)
+    assert {"adam", "adamw", "sgd"} <= set(registry.rules)
+    assert registry.plugin_manager.get_plugin(BUILTIN_PLUGIN) is not None
+    assert registry.rules["adam"].distribution.startswith("vk-adam")
+
+
+def test_registration_rejects_binding_mismatch_and_keeps_others():
+    # the Adam shader binds two state buffers; this declaration says one
+    bad = lion_like("wrong_bindings", "adam", state=(StateBuffer("exp_avg"),), hyper_count=8)
+    with pytest.warns(vk_adam.PluginLoadWarning, match=r"binds \[0, 1, 2, 3, 4\]"):
+        registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
+    assert "wrong_bindings" not in registry.rules and "adam" in registry.rules
+    assert any("wrong_bindings" in f.error for f in registry.failures)
+
+
+def test_registration_rejects_push_constant_size_mismatch():
+    bad = lion_like("wrong_push", SPIRV / "lion_wrong_sign.spv", hyper_count=5)
+    with pytest.warns(vk_adam.PluginLoadWarning, match="push-constant block is 20 bytes"):
+        registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
+    assert "wrong_push" not in registry.rules
+
+
+def test_registration_rejects_push_constants_over_128_bytes():
+    bad = lion_like("huge_push", SPIRV / "too_many_push_constants.spv", state=(), hyper_count=40)
+    with pytest.warns(vk_adam.PluginLoadWarning, match="164 bytes of push constants exceed the 128"):
+        registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
+    assert "huge_push" not in registry.rules
+
+
+def test_two_rules_with_one_name_name_both_distributions():
+    registry = load_registry(
+        entry_points=False,
+        extra_plugins=[plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="first_dist"),
+                       plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="second_dist")],
+    )  # fmt: skip
+    with pytest.raises(vk_adam.RuleRegistrationError, match="first_dist and second_dist"):
+        registry.get("dup")
+    assert "adam" in registry.rules  # the rest still works
+
+
+def test_a_plugin_that_fails_to_import_is_reported_by_name(monkeypatch):
+    class BrokenEntryPoint:
+        name = "broken_plugin"
+        dist = None
+
+        def load(self):
+            raise ImportError("No module named 'missing_dependency'")
+
+    real = importlib.metadata.entry_points
+
+    def fake_entry_points(group=None, **kw):
+        found = list(real(group=group, **kw))
+        return [*found, BrokenEntryPoint()] if group == "vk_adam" else found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
+    with pytest.warns(vk_adam.PluginLoadWarning, match="'broken_plugin'.*missing_dependency"):
+        registry = load_registry()
+    assert [f.plugin for f in registry.failures] == ["broken_plugin"]
+    assert {"adam", "adamw", "sgd"} <= set(registry.rules)
+
+
+def test_plugins_can_be_blocked_by_argument_and_environment(monkeypatch):
+    assert "lion" in load_registry().rules  # the plugin package from plugins/ is installed
+    assert "lion" not in load_registry(blocked=["lion"]).rules
+    monkeypatch.setenv(vk_adam.BLOCK_ENV, "other, lion")
+    assert "lion" not in load_registry().rules
+
+
+def test_conformance_helper_passes_builtin_rules():
+    report = check_rule(SGD, hyper=[{"momentum": 0.9, "nesterov": True, "weight_decay": 0.01}])
+    assert report.worst_error < 2e-6
+
+
+def test_conformance_helper_fails_a_deliberately_wrong_shader():
+    lion = vk_adam.default_registry().get("lion")
+    from dataclasses import replace
+
+    wrong = replace(lion, name="lion_wrong", variants={
+        "lion": ShaderVariant(SPIRV / "lion_wrong_sign.spv", (StateBuffer("exp_avg"),), 4)})  # fmt: skip
+    with pytest.raises(RuleConformanceError, match="param differs from the reference at step 1"):
+        check_rule(wrong)
+
+
+def test_sgd_by_name_and_create():
+    p = np.ones(3, np.float32)
+    with vk_adam.create("sgd", [p], lr=0.5, momentum=0.9) as opt:
+        assert isinstance(opt, vk_adam.Optimizer) and opt.rule.name == "sgd"
+        opt.step([np.ones(3, np.float32)])
+    np.testing.assert_allclose(p, 0.5)
+
+
+def test_list_rules_includes_plugins():
+    rules = vk_adam.list_rules()
+    assert {"adam", "adamw", "sgd", "lion"} <= set(rules)
+    assert sys.modules.get("vk_adam_lion") is not None

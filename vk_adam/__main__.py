@@ -1,0 +1,7 @@
+"""``python -m vk_adam`` is the ``vk-adam`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,112 @@
+"""The ``vk-adam`` command: ``info``, ``rules``, ``demo`` (LoRA fine-tune), ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from ._device import DEVICE_ENV, list_devices, select_device
+
+    devices = list_devices()
+    chosen = select_device(args.device)
+    print(f"vk-adam {__version__}")
+    for d in devices:
+        mark = "*" if d.index == chosen.index else " "
+        print(f"{mark} [{d.index}] {d.name}")
+        print(f"      type: {d.device_type}   driver: {d.driver}   Vulkan API: {d.api_version}")
+        print(f"      max workgroups (x): {d.max_workgroup_count}   timestamps: {d.timestamps_supported}")
+    print(f"using [{chosen.index}] {chosen.name}  (override with --device or ${DEVICE_ENV})")
+    return 0
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from ._registry import load_registry
+
+    registry = load_registry(args.block or ())
+    rows = []
+    for name, rule in sorted(registry.rules.items()):
+        hyper = ", ".join(f"{k}={v!r}" for k, v in rule.defaults.items())
+        rows.append({"rule": name, "distribution": rule.distribution, "hyperparameters": hyper,
+                     "description": rule.description})  # fmt: skip
+    if args.json:
+        print(json.dumps({"rules": rows, "failures": [f.__dict__ for f in registry.failures],
+                          "conflicts": registry.conflicts}, indent=2))  # fmt: skip
+        return 0
+    for row in rows:
+        print(f"{row['rule']:<10} from {row['distribution']}")
+        if row["description"]:
+            print(f"           {row['description']}")
+        print(f"           {row['hyperparameters']}")
+    for name, dists in registry.conflicts.items():
+        print(f"{name:<10} CONFLICT: provided by {' and '.join(dists)} (unusable until one is removed)")
+    for failure in registry.failures:
+        print(f"{failure.plugin:<10} FAILED ({failure.distribution}): {failure.error}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import run_demo
+
+    return run_demo(args)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ._bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vk-adam", description="Adam/AdamW/SGD and plugin update rules on Vulkan (Kompute)."
+    )
+    parser.add_argument("--version", action="version", version=f"vk-adam {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="list Vulkan devices, drivers, and the one vk-adam uses")
+    info.add_argument("--device", help="device index or name substring")
+    info.set_defaults(func=_cmd_info)
+
+    rules = sub.add_parser("rules", help="list registered update rules and their plugins")
+    rules.add_argument("--block", action="append", help="plugin name not to load (repeatable)")
+    rules.add_argument("--json", action="store_true", help="machine-readable output")
+    rules.set_defaults(func=_cmd_rules)
+
+    from ._demo import add_demo_arguments
+
+    demo = sub.add_parser("demo", help="fine-tune LoRA adapters of a small frozen model (main job)")
+    add_demo_arguments(demo)
+    demo.set_defaults(func=_cmd_demo)
+
+    from ._bench import add_bench_arguments
+
+    bench = sub.add_parser("bench", help="benchmark steps against NumPy and torch, side by side")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # user-facing: one actionable line, not a traceback
+        from ._errors import VkAdamError
+
+        if isinstance(exc, (VkAdamError, ValueError, TypeError, FileNotFoundError)):
+            print(f"vk-adam: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

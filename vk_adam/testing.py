@@ -1,0 +1,102 @@
+"""Conformance checks for plugin authors: does a rule's shader do what its reference says?
+
+    from vk_adam.testing import check_rule
+    check_rule(MY_RULE)                     # raises RuleConformanceError with the details
+
+Each check starts the GPU and the float64 reference from the same float32 params and state,
+takes one step, compares, and continues from the GPU's result, so errors do not compound and
+a wrong shader is caught on its first step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._optimizer import Optimizer
+from ._registry import check_rule as check_registration
+from ._rule import UpdateRule
+
+__all__ = ["ConformanceReport", "RuleConformanceError", "check_rule"]
+
+
+class RuleConformanceError(AssertionError):
+    """The rule's shader and its reference disagree (or its declaration is invalid)."""
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    rule: str
+    cases: int
+    worst_error: float  # max |gpu - reference| relative to the tensor's scale, over all checks
+
+
+def check_rule(
+    rule: UpdateRule,
+    *,
+    sizes: Iterable[int] = (1, 7, 256, 1029),
+    steps: int = 5,
+    hyper: Iterable[Mapping[str, Any]] = ({},),
+    rtol: float = 2e-6,
+    allowed_mismatch_fraction: float = 1e-3,
+    seed: int | None = None,
+) -> ConformanceReport:
+    """Run ``rule``'s shader against its reference on random inputs; raise on disagreement.
+
+    ``hyper``: hyperparameter overrides to test (each merged over the rule's defaults).
+    Elements agree when ``|gpu - ref| <= rtol * max|ref|``. Rules with discontinuities (sign,
+    clipping) may flip an element whose input rounds across the edge in float32; up to
+    ``allowed_mismatch_fraction`` of the elements (at least one) may differ for that reason.
+    Also checks that the shader honours the skip flag (binding 2) and the registration rules.
+    """
+    check_registration(rule)
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    cases = 0
+    for overrides in hyper:
+        options = {**rule.defaults, **overrides}
+        for n in sizes:
+            cases += 1
+            p = rng.standard_normal(n).astype(np.float32)
+            with Optimizer([{"params": [p], **overrides}], rule) as opt:
+                for step in range(1, steps + 1):
+                    before = opt.state_dict()
+                    state = {
+                        k: (before["state"][0][k] if before["state"] else
+                            np.full(n, s.initial_value, np.float32)).astype(np.float64).reshape(-1)
+                        for k, s in ((s.name, s) for s in rule.variant_for(options).state)
+                    }  # fmt: skip
+                    ref = p.astype(np.float64)
+                    g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
+                    opt.step([g])
+                    rule.reference(ref, g.astype(np.float64), state, options, step)
+                    after = opt.state_dict()["state"][0]
+                    pairs = [("param", p.reshape(-1), ref)]
+                    pairs += [(k, after[k].reshape(-1), v) for k, v in state.items()]
+                    for what, got, want in pairs:
+                        scale = max(float(np.max(np.abs(want))), 1e-30)
+                        err = np.abs(got.astype(np.float64) - want) / scale
+                        bad = int(np.count_nonzero(err > rtol))
+                        limit = max(1, int(allowed_mismatch_fraction * n))
+                        if bad > (limit if n > 1 else 0) or not np.all(np.isfinite(got)):
+                            raise RuleConformanceError(
+                                f"rule {rule.name!r}: {what} differs from the reference at step "
+                                f"{step} (n={n}, hyper={dict(overrides)}): {bad} of {n} elements "
+                                f"beyond rtol={rtol}, worst {float(np.max(err)):.3e}"
+                            )
+                        worst = max(worst, float(np.max(np.where(err > rtol, 0.0, err))))
+            # The skip flag (binding 2) must leave everything untouched.
+            q = rng.standard_normal(n).astype(np.float32)
+            with Optimizer([{"params": [q], **overrides}], rule, skip_nonfinite=True) as opt:
+                saved = q.copy()
+                g = rng.standard_normal(n).astype(np.float32)
+                g[-1] = np.nan
+                if not opt.step([g]).skipped or not np.array_equal(q, saved):
+                    raise RuleConformanceError(
+                        f"rule {rule.name!r}: its shader does not honour the skip flag (binding 2); "
+                        "include vk_adam_rule.glsl and keep its main()"
+                    )
+    return ConformanceReport(rule.name, cases, worst)
