@@ -31,7 +31,9 @@ def kp_manager() -> Iterator[object]:
 def scale_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """max |actual - expected| relative to the tensor's scale (max |expected|)."""
     expected = np.asarray(expected, np.float64)
-    return float(np.max(np.abs(np.asarray(actual, np.float64) - expected)) / max(np.max(np.abs(expected)), 1e-30))
+    return float(
+        np.max(np.abs(np.asarray(actual, np.float64) - expected)) / max(np.max(np.abs(expected)), 1e-30)
+    )
 
 
 def random_grad(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

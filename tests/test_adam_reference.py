@@ -39,7 +39,7 @@ def test_every_step_matches_float64_reference(rng, name, options):
         for t in range(1, 101):
             grads = [random_grad(rng, s) for s in shapes]
             opt.step(grads)
-            for p, ref, g, st in zip(params, refs, grads, states):
+            for p, ref, g, st in zip(params, refs, grads, states, strict=False):
                 rule.reference(ref, g.astype(np.float64), st, hyper, t)
                 assert scale_error(p, ref) <= REFERENCE_RTOL, f"step {t}"
         sd = opt.state_dict()

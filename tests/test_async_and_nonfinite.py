@@ -18,7 +18,7 @@ def test_back_to_back_async_steps_equal_synchronous_ones(rng, kp_manager):
     init = rng.standard_normal(n).astype(np.float32)
     grads = [random_grad(rng, (n,)) for _ in range(4)]
     gtensors = [mgr.tensor(g) for g in grads]
-    for gt, g in zip(gtensors, grads):
+    for gt, g in zip(gtensors, grads, strict=False):
         upload(mgr, gt, g)
     param = mgr.tensor(init.copy())
     upload(mgr, param, init)
@@ -70,7 +70,7 @@ def test_skip_nonfinite_leaves_params_state_and_step_untouched(rng, bad):
         grads[1][2, 1] = bad
         handle = opt.step(grads)
         assert handle.skipped
-        for p, q in zip(params, before):
+        for p, q in zip(params, before, strict=False):
             np.testing.assert_array_equal(p, q)
         after = opt.state_dict()
         assert after["state"][0]["step"] == 1.0

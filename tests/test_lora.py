@@ -35,7 +35,9 @@ QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 def adapter_256(rng) -> LoRAAdapter:
     """q,k,v,o of 32 layers: 128 modules, 256 tensors (small features to keep lavapipe fast)."""
-    return LoRAAdapter.create(layers=32, in_features=48, out_features=40, rank=4, target_modules=QKVO, rng=rng)
+    return LoRAAdapter.create(
+        layers=32, in_features=48, out_features=40, rank=4, target_modules=QKVO, rng=rng
+    )
 
 
 def fill_grads(adapter: LoRAAdapter, rng) -> None:
@@ -84,10 +86,15 @@ def test_flat_lora_update_equals_per_tensor_updates(rng):
     adapter.flat_params[...] = rng.standard_normal(adapter.flat_params.size).astype(np.float32)
     per_tensor = {k: v.copy() for k, v in adapter.named_tensors().items()}
     refs = {k: v.astype(np.float64) for k, v in per_tensor.items()}
-    states = {k: {"exp_avg": np.zeros(v.shape), "exp_avg_sq": np.zeros(v.shape)} for k, v in per_tensor.items()}
+    states = {
+        k: {"exp_avg": np.zeros(v.shape), "exp_avg_sq": np.zeros(v.shape)} for k, v in per_tensor.items()
+    }
     hyper = {**ADAMW.defaults, "lr": 1e-2}
     keys = list(per_tensor)
-    with adapter.optimizer("adamw", lr=1e-2) as flat_opt, vk_adam.AdamW(list(per_tensor.values()), lr=1e-2) as opt:
+    with (
+        adapter.optimizer("adamw", lr=1e-2) as flat_opt,
+        vk_adam.AdamW(list(per_tensor.values()), lr=1e-2) as opt,
+    ):
         for t in range(1, 6):
             grads = {k: random_grad(rng, v.shape) for k, v in per_tensor.items()}
             update_lora_adapter(adapter, flat_opt, grads)
@@ -111,7 +118,10 @@ def test_lora_init_and_scale(rng):
         assert np.abs(w).max() <= 1 / np.sqrt(100) and w.std() > 0.3 / np.sqrt(100)
     offsets = [o for o, _ in a.slices().values()]
     assert all(o % 64 == 0 for o in offsets)
-    assert [m.path for m in a.modules][:2] == ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.v_proj"]
+    assert [m.path for m in a.modules][:2] == [
+        "model.layers.0.self_attn.q_proj",
+        "model.layers.0.self_attn.v_proj",
+    ]
 
 
 def test_update_rejects_bad_gradients_without_changes(rng):
@@ -127,8 +137,15 @@ def test_update_rejects_bad_gradients_without_changes(rng):
 
 
 def test_peft_round_trip(rng, tmp_path):
-    adapter = LoRAAdapter.create(layers=3, in_features=16, out_features=24, rank=4, alpha=8,
-                                 target_modules=("q_proj", "v_proj", "dense"), rng=rng)  # fmt: skip
+    adapter = LoRAAdapter.create(
+        layers=3,
+        in_features=16,
+        out_features=24,
+        rank=4,
+        alpha=8,
+        target_modules=("q_proj", "v_proj", "dense"),
+        rng=rng,
+    )
     adapter.flat_params[...] = rng.standard_normal(adapter.flat_params.size).astype(np.float32)
     adapter.save_peft(tmp_path / "a")
     config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
@@ -155,12 +172,31 @@ def write_peft_like_another_writer(folder: Path, rng, r=4) -> dict[str, np.ndarr
         tensors[f"{base}.lora_A.weight"] = rng.standard_normal((r, 32)).astype(np.float32)
         tensors[f"{base}.lora_B.weight"] = rng.standard_normal((96, r)).astype(np.float32)
     save_file(tensors, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
-    (folder / "adapter_config.json").write_text(json.dumps({
-        "alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": "gpt2", "bias": "none",
-        "fan_in_fan_out": True, "inference_mode": True, "init_lora_weights": True, "layers_pattern": None,
-        "layers_to_transform": None, "lora_alpha": 32, "lora_dropout": 0.1, "modules_to_save": None,
-        "peft_type": "LORA", "r": r, "rank_pattern": {}, "revision": None, "target_modules": ["c_attn"],
-        "task_type": "CAUSAL_LM", "use_rslora": False}))  # fmt: skip
+    (folder / "adapter_config.json").write_text(
+        json.dumps(
+            {
+                "alpha_pattern": {},
+                "auto_mapping": None,
+                "base_model_name_or_path": "gpt2",
+                "bias": "none",
+                "fan_in_fan_out": True,
+                "inference_mode": True,
+                "init_lora_weights": True,
+                "layers_pattern": None,
+                "layers_to_transform": None,
+                "lora_alpha": 32,
+                "lora_dropout": 0.1,
+                "modules_to_save": None,
+                "peft_type": "LORA",
+                "r": r,
+                "rank_pattern": {},
+                "revision": None,
+                "target_modules": ["c_attn"],
+                "task_type": "CAUSAL_LM",
+                "use_rslora": False,
+            }
+        )
+    )
     return tensors
 
 
@@ -286,11 +322,11 @@ def test_torch_adamw_state_round_trip(rng):
         topt = torch.optim.AdamW(tparams, lr=1e-2)
         topt.load_state_dict(exported)
         grads = {k: random_grad(rng, v.shape) for k, v in adapter.named_tensors().items()}
-        for tp, g in zip(tparams, grads.values()):
+        for tp, g in zip(tparams, grads.values(), strict=False):
             tp.grad = torch.from_numpy(g.copy())
         topt.step()
         update_lora_adapter(adapter, opt, grads)
-        for tp, v in zip(tparams, adapter.named_tensors().values()):
+        for tp, v in zip(tparams, adapter.named_tensors().values(), strict=False):
             assert scale_error(v, tp.detach().numpy()) <= 1e-5
         # and back from torch
         other = LoRAAdapter.create(layers=2, in_features=12, rank=3, rng=rng)
@@ -306,10 +342,23 @@ def test_torch_adamw_state_round_trip(rng):
 
 
 def test_killed_demo_resumes_bit_for_bit(tmp_path):
-    args = ["--steps", "150", "--layers", "2", "--dim", "32", "--checkpoint-every", "10", "--no-compare", "--quiet"]
+    args = [
+        "--steps",
+        "150",
+        "--layers",
+        "2",
+        "--dim",
+        "32",
+        "--checkpoint-every",
+        "10",
+        "--no-compare",
+        "--quiet",
+    ]
     cmd = [sys.executable, "-m", "vk_adam", "demo", *args]
     subprocess.run([*cmd, "--out", str(tmp_path / "full")], check=True, capture_output=True)
-    killed = subprocess.Popen([*cmd, "--out", str(tmp_path / "killed")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "killed")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     ckpt = tmp_path / "killed" / "checkpoint.safetensors"
     deadline = time.monotonic() + 60
     while not ckpt.exists() and time.monotonic() < deadline and killed.poll() is None:
@@ -334,7 +383,10 @@ def test_killed_demo_resumes_bit_for_bit(tmp_path):
 def test_demo_outputs(tmp_path):
     from vk_adam.cli import main
 
-    assert main(["demo", "--steps", "300", "--layers", "2", "--dim", "32", "--out", str(tmp_path), "--quiet"]) == 0
+    assert (
+        main(["demo", "--steps", "300", "--layers", "2", "--dim", "32", "--out", str(tmp_path), "--quiet"])
+        == 0
+    )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["loss_reduction"] >= 100
     assert summary["max_relative_gap_vs_float64_reference"] < 1e-2

@@ -28,12 +28,16 @@ RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
     maximize=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_adam_family_matches_reference(name, n, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, seed):
+def test_adam_family_matches_reference(
+    name, n, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, seed
+):
     cls, rule = RULES[name]
     rng = np.random.default_rng(seed)
     p = rng.standard_normal(n).astype(np.float32)
     ref = p.astype(np.float64)
-    kwargs = dict(lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+    kwargs = dict(
+        lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+    )
     hyper = {**rule.defaults, **kwargs}
     state = {k: np.zeros(n) for k in rule.state_names(hyper)}
     with cls([p], **kwargs) as opt:
@@ -60,7 +64,9 @@ def test_sgd_matches_reference(n, steps, momentum, dampening, nesterov, weight_d
     rng = np.random.default_rng(seed)
     p = rng.standard_normal(n).astype(np.float32)
     ref = p.astype(np.float64)
-    kwargs = dict(lr=0.01, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay)
+    kwargs = dict(
+        lr=0.01, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay
+    )
     hyper = {**SGD.defaults, **kwargs}
     state = {k: np.zeros(n) for k in SGD.state_names(hyper)}
     with vk_adam.SGD([p], **kwargs) as opt:

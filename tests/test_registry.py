@@ -19,7 +19,10 @@ from vk_adam.testing import RuleConformanceError, check_rule
 SPIRV = Path(__file__).resolve().parent / "spirv"
 
 
-def lion_like(name: str, spirv: Path | str, state=(StateBuffer("exp_avg"),), hyper_count=4) -> UpdateRule:
+EXP_AVG = (StateBuffer("exp_avg"),)
+
+
+def lion_like(name: str, spirv: Path | str, state=EXP_AVG, hyper_count=4) -> UpdateRule:
     def reference(param, grad, state, hyper, step):
         m = state["exp_avg"]
         param -= hyper["lr"] * (np.sign(0.9 * m + 0.1 * grad) + 0.0 * param)
@@ -80,9 +83,11 @@ def test_registration_rejects_push_constants_over_128_bytes():
 def test_two_rules_with_one_name_name_both_distributions():
     registry = load_registry(
         entry_points=False,
-        extra_plugins=[plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="first_dist"),
-                       plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="second_dist")],
-    )  # fmt: skip
+        extra_plugins=[
+            plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="first_dist"),
+            plugin(lion_like("dup", SPIRV / "lion_wrong_sign.spv"), name="second_dist"),
+        ],
+    )
     with pytest.raises(vk_adam.RuleRegistrationError, match="first_dist and second_dist"):
         registry.get("dup")
     assert "adam" in registry.rules  # the rest still works
@@ -125,8 +130,11 @@ def test_conformance_helper_fails_a_deliberately_wrong_shader():
     lion = vk_adam.default_registry().get("lion")
     from dataclasses import replace
 
-    wrong = replace(lion, name="lion_wrong", variants={
-        "lion": ShaderVariant(SPIRV / "lion_wrong_sign.spv", (StateBuffer("exp_avg"),), 4)})  # fmt: skip
+    wrong = replace(
+        lion,
+        name="lion_wrong",
+        variants={"lion": ShaderVariant(SPIRV / "lion_wrong_sign.spv", (StateBuffer("exp_avg"),), 4)},
+    )
     with pytest.raises(RuleConformanceError, match="param differs from the reference at step 1"):
         check_rule(wrong)
 

@@ -48,7 +48,7 @@ def test_missing_compiler_is_a_clear_build_error(tmp_path, monkeypatch):
 
 def test_broken_shader_reports_the_compiler_message(tmp_path):
     (tmp_path / "bad.comp").write_text("#version 450\nvoid main() { undefined_thing = 1; }\n")
-    with pytest.raises(ShaderBuildError, match="bad.comp failed to compile"):
+    with pytest.raises(ShaderBuildError, match=r"bad\.comp failed to compile"):
         compile_shaders(tmp_path, tmp_path / "out")
 
 
@@ -56,8 +56,10 @@ def test_shaderc_command_line_builds_plugin_style_shaders(tmp_path):
     out = tmp_path / "spv"
     result = subprocess.run(
         [sys.executable, "-m", "vk_adam.shaderc", str(ROOT / "glsl"), str(out), f"-I{ROOT / 'glsl'}"],
-        capture_output=True, text=True, env={**os.environ},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert result.returncode == 0, result.stderr
     assert {p.stem for p in out.glob("*.spv")} == {s.stem for s in SOURCES}
 

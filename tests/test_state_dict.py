@@ -27,7 +27,7 @@ def test_resume_from_state_dict_is_bit_identical(rng, amsgrad):
         opt2.load_state_dict(sd)
         for g in grads[5:]:
             opt2.step(g)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_array_equal(x, y)
 
 
@@ -48,7 +48,10 @@ def test_load_torch_state_dict(rng):
         topt.step()
     tsd = topt.state_dict()
     sd = {
-        "state": {k: {n: (v.numpy() if hasattr(v, "numpy") else v) for n, v in s.items()} for k, s in tsd["state"].items()},
+        "state": {
+            k: {n: (v.numpy() if hasattr(v, "numpy") else v) for n, v in s.items()}
+            for k, s in tsd["state"].items()
+        },
         "param_groups": tsd["param_groups"],
     }
     q = tp.detach().numpy().copy()

@@ -34,10 +34,10 @@ def run_pair(rng, ours_cls, torch_cls, options, shapes=((33, 7), (130,))):
         for t in range(1, 101):
             grads = [random_grad(rng, s) for s in shapes]
             opt.step(grads)
-            for tp, g in zip(tparams, grads):
+            for tp, g in zip(tparams, grads, strict=False):
                 tp.grad = torch.from_numpy(g.copy())
             topt.step()
-            for p, tp in zip(params, tparams):
+            for p, tp in zip(params, tparams, strict=False):
                 err = scale_error(p, tp.detach().numpy())
                 assert err <= TORCH_RTOL, f"step {t}: {err:.2e}"
         ours = opt.state_dict()
@@ -63,7 +63,9 @@ def test_adamw_matches_torch(rng, options):
 
 SGD_OPTIONS = [
     dict(momentum=mo, dampening=d, nesterov=n, weight_decay=wd, maximize=mx)
-    for mo, d, n, wd, mx in itertools.product([0.0, 0.9], [0.0, 0.3], [False, True], [0.0, 0.01], [False, True])
+    for mo, d, n, wd, mx in itertools.product(
+        [0.0, 0.9], [0.0, 0.3], [False, True], [0.0, 0.01], [False, True]
+    )
     if not (n and (mo == 0 or d != 0))
 ]
 

@@ -1,4 +1,8 @@
 """placeholder, replaced below"""
+
 import argparse
+
+
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None: ...
-def run_bench(args: argparse.Namespace) -> int: return 1
+def run_bench(args: argparse.Namespace) -> int:
+    return 1

@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from .lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
 
+Array = npt.NDArray[Any]
+
 CHECKPOINT_NAME = "checkpoint.safetensors"
 
 
@@ -61,7 +63,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=d.batch, help="batch size (default %(default)s)")
     parser.add_argument("--seed", type=int, default=d.seed, help="model and data seed (default %(default)s)")
     parser.add_argument("--noise", type=float, default=d.noise, help="target noise std (default %(default)s)")
-    parser.add_argument("--rule", default=d.rule, help="update rule (default %(default)s; see `vk-adam rules`)")
+    parser.add_argument(
+        "--rule", default=d.rule, help="update rule (default %(default)s; see `vk-adam rules`)"
+    )
     parser.add_argument("--out", default="vk-adam-out", help="output folder (default %(default)s)")
     parser.add_argument("--device", help="Vulkan device index or name substring")
     parser.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: off)")
@@ -90,7 +94,6 @@ def make_model(cfg: DemoConfig, paths: list[str]) -> FrozenModel:
     return FrozenModel(base, planted)
 
 
-
 def lr_at(cfg: DemoConfig, step: int) -> float:
     """Linear warm-up over 5% of the steps, then cosine decay to 1% of the peak."""
     warm = max(1, cfg.steps // 20)
@@ -100,7 +103,7 @@ def lr_at(cfg: DemoConfig, step: int) -> float:
     return cfg.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
-def draw_batch(cfg: DemoConfig, rng: np.random.Generator, paths: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def draw_batch(cfg: DemoConfig, rng: np.random.Generator, paths: list[str]) -> tuple[Array, dict[str, Array]]:
     """Inputs and per-module target noise for one step (float32, from the run's RNG)."""
     x = rng.standard_normal((cfg.batch, cfg.dim)).astype(np.float32)
     noise = {p: (cfg.noise * rng.standard_normal((cfg.batch, cfg.dim))).astype(np.float32) for p in paths}
@@ -109,23 +112,23 @@ def draw_batch(cfg: DemoConfig, rng: np.random.Generator, paths: list[str]) -> t
 
 def loss_and_grads(
     model: FrozenModel,
-    weights: Callable[[str, str], np.ndarray],
-    grads: Callable[[str, str], np.ndarray] | None,
+    weights: Callable[[str, str], Array],
+    grads: Callable[[str, str], Array] | None,
     scale: float,
-    batch: tuple[np.ndarray, dict[str, np.ndarray]],
+    batch: tuple[Array, dict[str, Array]],
     dtype: type,
 ) -> float:
     """Mean squared error of the adapted model against the planted target; writes grads."""
     total = 0.0
     paths = list(model.base)
-    x = batch[0].astype(dtype)
+    x: Array = batch[0].astype(dtype)
     for path in paths:
         a, b = weights(path, "A"), weights(path, "B")
-        w = model.base[path].astype(dtype)
+        w: Array = model.base[path].astype(dtype)
         target = x @ (w + model.planted[path].astype(dtype)).T + batch[1][path].astype(dtype)
         ax = x @ a.T  # [batch, rank]
         y = x @ w.T + scale * (ax @ b.T)
-        err = y - target
+        err: Array = y - target
         total += float(np.mean(err.astype(np.float64) ** 2))
         if grads is not None:
             dy = (2.0 / (err.size * len(paths))) * err  # d(mean over modules of MSE)/dy
@@ -142,18 +145,30 @@ def train_vk(
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
     targets = cfg.targets
     adapter = LoRAAdapter.create(
-        layers=cfg.layers, in_features=cfg.dim, rank=cfg.rank, alpha=cfg.alpha,
-        target_modules=targets, rng=np.random.default_rng([cfg.seed, 2]),
-    )  # fmt: skip
+        layers=cfg.layers,
+        in_features=cfg.dim,
+        rank=cfg.rank,
+        alpha=cfg.alpha,
+        target_modules=targets,
+        rng=np.random.default_rng([cfg.seed, 2]),
+    )
     model = make_model(cfg, [m.path for m in adapter.modules])
     data_rng = np.random.default_rng([cfg.seed, 3])
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    opt = adapter.optimizer(cfg.rule, lr=cfg.lr, **({"weight_decay": cfg.weight_decay} if cfg.rule in ("adam", "adamw", "lion") else {}), device=device)
-    info: dict[str, Any] = {"device": opt.device.name, "tensors": adapter.tensor_count,
-                            "elements": int(adapter.flat_params.size),
-                            "dispatches_per_step": opt.dispatches_per_step()}  # fmt: skip
+    opt = adapter.optimizer(
+        cfg.rule,
+        lr=cfg.lr,
+        **({"weight_decay": cfg.weight_decay} if cfg.rule in ("adam", "adamw", "lion") else {}),
+        device=device,
+    )
+    info: dict[str, Any] = {
+        "device": opt.device.name,
+        "tensors": adapter.tensor_count,
+        "elements": int(adapter.flat_params.size),
+        "dispatches_per_step": opt.dispatches_per_step(),
+    }
     with opt:
         if resume and ckpt.exists():
             state = load_checkpoint(ckpt, adapter, opt, rng=data_rng)
@@ -171,8 +186,9 @@ def train_vk(
             opt.param_groups[0]["lr"] = lr_at(cfg, step)
             update_lora_adapter(adapter, opt)
             if checkpoint_every and (step + 1) % checkpoint_every == 0:
-                save_checkpoint(ckpt, adapter, opt, rng=data_rng,
-                                extra={"losses": losses, "config": _config_json(cfg)})  # fmt: skip
+                save_checkpoint(
+                    ckpt, adapter, opt, rng=data_rng, extra={"losses": losses, "config": _config_json(cfg)}
+                )
             bar(loss)
         info["train_seconds"] = time.perf_counter() - t0
         bar(None)
@@ -185,17 +201,21 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
 
     rule = default_registry().get(cfg.rule)
     adapter = LoRAAdapter.create(
-        layers=cfg.layers, in_features=cfg.dim, rank=cfg.rank, alpha=cfg.alpha,
-        target_modules=cfg.targets, rng=np.random.default_rng([cfg.seed, 2]),
-    )  # fmt: skip
+        layers=cfg.layers,
+        in_features=cfg.dim,
+        rank=cfg.rank,
+        alpha=cfg.alpha,
+        target_modules=cfg.targets,
+        rng=np.random.default_rng([cfg.seed, 2]),
+    )
     model = make_model(cfg, [m.path for m in adapter.modules])
     data_rng = np.random.default_rng([cfg.seed, 3])
     params = adapter.flat_params.astype(np.float64)
     grads = np.zeros_like(params)
     slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
 
-    def view(flat: np.ndarray) -> Callable[[str, str], np.ndarray]:
-        def get(path: str, which: str) -> np.ndarray:
+    def view(flat: Array) -> Callable[[str, str], Array]:
+        def get(path: str, which: str) -> Array:
             offset, shape = slices[(path, which)]
             return flat[offset : offset + shape[0] * shape[1]].reshape(shape)
 
@@ -226,9 +246,13 @@ def train_torch(cfg: DemoConfig, progress: bool) -> list[float] | None:
     except ImportError:
         return None
     adapter = LoRAAdapter.create(
-        layers=cfg.layers, in_features=cfg.dim, rank=cfg.rank, alpha=cfg.alpha,
-        target_modules=cfg.targets, rng=np.random.default_rng([cfg.seed, 2]),
-    )  # fmt: skip
+        layers=cfg.layers,
+        in_features=cfg.dim,
+        rank=cfg.rank,
+        alpha=cfg.alpha,
+        target_modules=cfg.targets,
+        rng=np.random.default_rng([cfg.seed, 2]),
+    )
     model = make_model(cfg, [m.path for m in adapter.modules])
     data_rng = np.random.default_rng([cfg.seed, 3])
     flat = torch.from_numpy(adapter.flat_params)  # shares memory with the adapter's views
@@ -286,7 +310,11 @@ def plot(path: Path, curves: dict[str, list[float]], title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax, gap) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    styles = {"vk-adam (Vulkan, float32)": ("-", 2.2), "float64 reference": ("--", 1.4), "torch.optim": (":", 1.6)}
+    styles = {
+        "vk-adam (Vulkan, float32)": ("-", 2.2),
+        "float64 reference": ("--", 1.4),
+        "torch.optim": (":", 1.6),
+    }
     for label, losses in curves.items():
         ls, lw = styles.get(label, ("-", 1.0))
         ax.semilogy(range(1, len(losses) + 1), losses, ls, lw=lw, label=label)
@@ -312,8 +340,20 @@ def plot(path: Path, curves: dict[str, list[float]], title: str) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
-    cfg = DemoConfig(args.layers, args.dim, args.rank, args.alpha, targets, args.steps, args.lr,
-                     args.weight_decay, args.batch, args.seed, args.rule, args.noise)  # fmt: skip
+    cfg = DemoConfig(
+        args.layers,
+        args.dim,
+        args.rank,
+        args.alpha,
+        targets,
+        args.steps,
+        args.lr,
+        args.weight_decay,
+        args.batch,
+        args.seed,
+        args.rule,
+        args.noise,
+    )
     for name in ("layers", "dim", "rank", "steps", "batch"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name} must be >= 1")
@@ -321,8 +361,14 @@ def run_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.quiet
     started = time.perf_counter()
-    adapter, losses, info = train_vk(cfg, out, device=args.device, checkpoint_every=args.checkpoint_every,
-                                     resume=args.resume, progress=progress)  # fmt: skip
+    adapter, losses, info = train_vk(
+        cfg,
+        out,
+        device=args.device,
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        progress=progress,
+    )
     adapter.save_peft(out / "adapter")
     curves = {"vk-adam (Vulkan, float32)": losses}
     summary: dict[str, Any] = {"config": _config_json(cfg), **info}
@@ -340,18 +386,28 @@ def run_demo(args: argparse.Namespace) -> int:
     summary["final_loss"] = losses[-1]
     summary["loss_reduction"] = losses[0] / losses[-1]
     summary["total_seconds"] = time.perf_counter() - started
-    summary["outputs"] = {"peft_adapter": str(out / "adapter"), "loss_curve": str(out / "loss_curve.png"),
-                          "checkpoint": str(out / CHECKPOINT_NAME)}  # fmt: skip
+    summary["outputs"] = {
+        "peft_adapter": str(out / "adapter"),
+        "loss_curve": str(out / "loss_curve.png"),
+        "checkpoint": str(out / CHECKPOINT_NAME),
+    }
     summary["losses"] = losses
-    plot(out / "loss_curve.png", curves,
-         f"LoRA r{cfg.rank} on {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors, "
-         f"1 dispatch/step) - {info['device']}")  # fmt: skip
+    plot(
+        out / "loss_curve.png",
+        curves,
+        f"LoRA r{cfg.rank} on {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors, "
+        f"1 dispatch/step) - {info['device']}",
+    )
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"device: {info['device']}  ({adapter.tensor_count} LoRA tensors, {info['elements']} elements, "
-          f"{info['dispatches_per_step']} dispatch per step)")  # fmt: skip
+    print(
+        f"device: {info['device']}  ({adapter.tensor_count} LoRA tensors, {info['elements']} elements, "
+        f"{info['dispatches_per_step']} dispatch per step)"
+    )
     print(f"loss: {losses[0]:.4e} -> {losses[-1]:.4e}  ({summary['loss_reduction']:.0f}x lower)")
-    for key, label in (("max_relative_gap_vs_float64_reference", "float64 reference"),
-                       ("max_relative_gap_vs_torch", "torch.optim.AdamW")):  # fmt: skip
+    for key, label in (
+        ("max_relative_gap_vs_float64_reference", "float64 reference"),
+        ("max_relative_gap_vs_torch", "torch.optim.AdamW"),
+    ):
         if key in summary:
             print(f"loss curve vs {label}: max relative gap {summary[key]:.2e}")
     print(f"wrote {out / 'adapter'} (PEFT), {out / 'loss_curve.png'}, {out / 'summary.json'}")

@@ -47,7 +47,8 @@ def kp_module() -> ModuleType:
             if handler not in handlers:
                 root.removeHandler(handler)
         root.setLevel(level)
-    return kp
+    module: ModuleType = kp
+    return module
 
 
 @dataclass(frozen=True)

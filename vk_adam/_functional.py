@@ -68,8 +68,12 @@ def adam_update(
         sizes = [int(b.size()) for b in buffers]
     else:
         for name, b in zip(names, buffers, strict=True):
-            if not isinstance(b, np.ndarray) or b.dtype != np.float32 or not b.flags.c_contiguous \
-                    or not b.flags.writeable:  # fmt: skip
+            if (
+                not isinstance(b, np.ndarray)
+                or b.dtype != np.float32
+                or not b.flags.c_contiguous
+                or not b.flags.writeable
+            ):
                 raise TypeError(f"{name} must be a writeable, C-contiguous float32 NumPy array")
         sizes = [b.size for b in buffers]
     if len(set(sizes)) != 1:
@@ -92,7 +96,8 @@ def adam_update(
     push = np.empty(1 + variant.hyper_count, np.float32)
     push.view(np.uint32)[0] = n
     push[1:] = ADAMW.push_constants(hyper, int(step))
-    groups = max(1, min(MAX_WORKGROUPS, -(-(-(-n // 4)) // WORKGROUP_SIZE)))
+    vec4_items = (n + 3) // 4
+    groups = max(1, min(MAX_WORKGROUPS, (vec4_items + WORKGROUP_SIZE - 1) // WORKGROUP_SIZE))
     bound = [tensors[0], tensors[1], status, *tensors[2:]]
     algo = mgr.algorithm(bound, load_spirv(str(variant.spirv)), [groups, 1, 1], spec, push)
     seq = mgr.sequence()

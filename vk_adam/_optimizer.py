@@ -25,8 +25,10 @@ import numpy.typing as npt
 from ._device import DeviceInfo, kp_module, open_manager
 from ._errors import OptimizerClosedError
 from ._registry import default_registry
-from ._rule import Hyper, ShaderVariant, UpdateRule
+from ._rule import ShaderVariant, UpdateRule
 from ._spirv import load_spirv
+
+Array = npt.NDArray[Any]
 
 F32 = npt.NDArray[np.float32]
 
@@ -50,8 +52,10 @@ def _align(n: int) -> int:
 
 
 def _is_kp_tensor(obj: object) -> bool:
-    return type(obj).__name__ == "Tensor" and type(obj).__module__ in ("kp", "builtins") and hasattr(
-        obj, "tensor_type"
+    return (
+        type(obj).__name__ == "Tensor"
+        and type(obj).__module__ in ("kp", "builtins")
+        and hasattr(obj, "tensor_type")
     )
 
 
@@ -182,9 +186,14 @@ class Optimizer:
             self._manager = manager
             props = manager.get_device_properties()
             self.device = DeviceInfo(
-                -1, str(props["device_name"]), "unknown", "application's kp.Manager", "unknown",
-                int(props["max_work_group_count"][0]), bool(props.get("timestamps_supported")),
-            )  # fmt: skip
+                -1,
+                str(props["device_name"]),
+                "unknown",
+                "application's kp.Manager",
+                "unknown",
+                int(props["max_work_group_count"][0]),
+                bool(props.get("timestamps_supported")),
+            )
         self._workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
         self._closed = False
         self._tensors: list[Any] = []  # every tensor we created (destroyed on close)
@@ -250,7 +259,7 @@ class Optimizer:
                     raise ValueError(f"param {pi} of group {gi} is empty")
         return groups
 
-    def _new_tensor(self, data: np.ndarray) -> Any:
+    def _new_tensor(self, data: Array) -> Any:
         tensor = self._manager.tensor_t(data)
         self._tensors.append(tensor)
         return tensor
@@ -280,9 +289,13 @@ class Optimizer:
                 assert slot.host is not None
                 flat[slot.offset : slot.offset + slot.size] = slot.host.reshape(-1)
             bset = _BufferSet(
-                self._new_tensor(flat), self._new_tensor(np.zeros(offset, np.float32)),
-                self._new_state(variant, offset), offset, True, True,
-            )  # fmt: skip
+                self._new_tensor(flat),
+                self._new_tensor(np.zeros(offset, np.float32)),
+                self._new_state(variant, offset),
+                offset,
+                True,
+                True,
+            )
             group.sets.append(bset)
             group.param_staging.append(bset.param.data())
             group.grad_staging.append(bset.grad.data())
@@ -301,9 +314,7 @@ class Optimizer:
         return group
 
     def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
-        return {
-            s.name: self._new_tensor(np.full(n, s.initial_value, np.float32)) for s in variant.state
-        }
+        return {s.name: self._new_tensor(np.full(n, s.initial_value, np.float32)) for s in variant.state}
 
     def _workgroups(self, items: int) -> int:
         return max(1, min(self._workgroup_cap, -(-items // WORKGROUP_SIZE)))
@@ -327,16 +338,22 @@ class Optimizer:
             tensors = [bset.param, grad, self._status, *(bset.state[s.name] for s in group.variant.state)]
             push = np.zeros(1 + group.variant.hyper_count, np.float32)
             update = self._manager.algorithm(
-                tensors, self._shader(str(group.variant.spirv)),
-                [self._workgroups(-(-bset.n // 4)), 1, 1], np.asarray(group.spec, np.float32), push,
-            )  # fmt: skip
+                tensors,
+                self._shader(str(group.variant.spirv)),
+                [self._workgroups(-(-bset.n // 4)), 1, 1],
+                np.asarray(group.spec, np.float32),
+                push,
+            )
             self._algorithms.append(update)
             check = None
             if self.skip_nonfinite:
                 check = self._manager.algorithm(
-                    [grad, self._status], self._shader("nonfinite_check"),
-                    [self._workgroups(bset.n), 1, 1], np.zeros(0, np.float32), np.zeros(1, np.float32),
-                )  # fmt: skip
+                    [grad, self._status],
+                    self._shader("nonfinite_check"),
+                    [self._workgroups(bset.n), 1, 1],
+                    np.zeros(0, np.float32),
+                    np.zeros(1, np.float32),
+                )
                 self._algorithms.append(check)
             cached = (grad, update, check)
             bset.pipelines[id(grad)] = cached
@@ -381,9 +398,7 @@ class Optimizer:
                     continue
                 g = np.asarray(g)
                 if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
-                    raise ValueError(
-                        f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}"
-                    )
+                    raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
                 if g.dtype != np.float32:
                     if not np.issubdtype(g.dtype, np.floating):
                         raise TypeError(f"grad for {name} has dtype {g.dtype}; expected float32")
@@ -418,9 +433,11 @@ class Optimizer:
             )
         for group in self._groups:  # fail before any GPU work, like torch's validation
             self.rule.validate(group.options)
-            if self.rule.variant_for(group.options) is not group.variant or (
-                float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(group.options))
-            ) != group.spec:
+            if (
+                self.rule.variant_for(group.options) is not group.variant
+                or (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(group.options)))
+                != group.spec
+            ):
                 raise ValueError(
                     "options that select the shader (e.g. amsgrad, maximize, nesterov, momentum on/off) "
                     "cannot change after construction; create a new optimizer"
@@ -454,7 +471,7 @@ class Optimizer:
                     self._bind(group, bset, g)
         return upload
 
-    def _push(self, group: _Group, bset: _BufferSet, step: int) -> np.ndarray:
+    def _push(self, group: _Group, bset: _BufferSet, step: int) -> Array:
         values = self.rule.push_constants(group.options, step)
         push = np.empty(1 + group.variant.hyper_count, np.float32)
         if len(values) != group.variant.hyper_count:
@@ -484,7 +501,9 @@ class Optimizer:
         if self.skip_nonfinite:
             for group in self._groups:
                 for bset in group.sets:
-                    seq.record(kp.OpAlgoDispatch(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)))
+                    seq.record(
+                        kp.OpAlgoDispatch(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32))
+                    )
             seq.record(kp.OpTensorSyncLocal([self._status]))
         ops_before = 1 + (1 if upload else 0)
         if self.skip_nonfinite:
@@ -646,7 +665,11 @@ class Optimizer:
         """Load a :meth:`state_dict` (or torch.optim's, as NumPy). Checked fully before any
         change: on error nothing is modified."""
         self._check_open()
-        if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+        if (
+            not isinstance(state_dict, Mapping)
+            or "state" not in state_dict
+            or "param_groups" not in state_dict
+        ):
             raise ValueError("a state dict has the keys 'state' and 'param_groups'")
         saved_groups = list(state_dict["param_groups"])
         if len(saved_groups) != len(self._groups):
@@ -665,9 +688,11 @@ class Optimizer:
             if isinstance(options.get("betas"), list):
                 options["betas"] = tuple(options["betas"])
             self.rule.validate(options)
-            if self.rule.variant_for(options) is not group.variant or (
-                float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options))
-            ) != group.spec:
+            if (
+                self.rule.variant_for(options) is not group.variant
+                or (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options)))
+                != group.spec
+            ):
                 raise ValueError(
                     f"param group {gi} was saved with different shader options "
                     f"({ {k: saved.get(k) for k in self.rule.defaults} }); create the optimizer "
@@ -676,7 +701,7 @@ class Optimizer:
             new_options.append(options)
         state = state_dict["state"]
         steps: list[int] = []
-        writes: list[tuple[Any, int, np.ndarray]] = []
+        writes: list[tuple[Any, int, Array]] = []
         params_flat = [(i, g, s) for i, g, s in self._all_slots()]
         for gi, group in enumerate(self._groups):
             ids = list(saved_groups[gi]["params"])
@@ -687,8 +712,13 @@ class Optimizer:
                 if entry is None:
                     group_steps.add(0)
                     for s in group.variant.state:
-                        writes.append((group.sets[slot.buffer_set].state[s.name], slot.offset,
-                                       np.full(slot.size, s.initial_value, np.float32)))  # fmt: skip
+                        writes.append(
+                            (
+                                group.sets[slot.buffer_set].state[s.name],
+                                slot.offset,
+                                np.full(slot.size, s.initial_value, np.float32),
+                            )
+                        )
                     continue
                 group_steps.add(int(float(np.asarray(entry.get("step", 0)))))
                 for s in group.variant.state:
@@ -760,10 +790,16 @@ class Optimizer:
         self.close()
 
     def __repr__(self) -> str:
-        groups = ", ".join(
-            f"{{n_params={len(g.slots)}, lr={g.options['lr']}, step={g.step}}}" for g in self._groups
-        ) if hasattr(self, "_groups") else "?"  # fmt: skip
-        return f"{type(self).__name__}(rule={self.rule.name!r}, device={self.device.name!r}, groups=[{groups}])"
+        groups = (
+            ", ".join(
+                f"{{n_params={len(g.slots)}, lr={g.options['lr']}, step={g.step}}}" for g in self._groups
+            )
+            if hasattr(self, "_groups")
+            else "?"
+        )
+        return (
+            f"{type(self).__name__}(rule={self.rule.name!r}, device={self.device.name!r}, groups=[{groups}])"
+        )
 
 
 __all__ = ["Optimizer", "StepHandle"]

@@ -33,11 +33,21 @@ class Adam(Optimizer):
         profile: bool = False,
     ) -> None:
         super().__init__(
-            params, "adam", lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-            amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
-            device=device, manager=manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite,
+            params,
+            "adam",
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=decoupled_weight_decay,
+            device=device,
+            manager=manager,
+            zero_grad=zero_grad,
+            skip_nonfinite=skip_nonfinite,
             profile=profile,
-        )  # fmt: skip
+        )
 
 
 class AdamW(Optimizer):
@@ -61,10 +71,20 @@ class AdamW(Optimizer):
         profile: bool = False,
     ) -> None:
         super().__init__(
-            params, "adamw", lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-            amsgrad=amsgrad, maximize=maximize, device=device, manager=manager,
-            zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile,
-        )  # fmt: skip
+            params,
+            "adamw",
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            device=device,
+            manager=manager,
+            zero_grad=zero_grad,
+            skip_nonfinite=skip_nonfinite,
+            profile=profile,
+        )
 
 
 class SGD(Optimizer):
@@ -87,10 +107,20 @@ class SGD(Optimizer):
         profile: bool = False,
     ) -> None:
         super().__init__(
-            params, "sgd", lr=lr, momentum=momentum, dampening=dampening,
-            weight_decay=weight_decay, nesterov=nesterov, maximize=maximize, device=device,
-            manager=manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile,
-        )  # fmt: skip
+            params,
+            "sgd",
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+            device=device,
+            manager=manager,
+            zero_grad=zero_grad,
+            skip_nonfinite=skip_nonfinite,
+            profile=profile,
+        )
 
 
 def create(rule: str, params: Iterable[Any], **kwargs: Any) -> Optimizer:

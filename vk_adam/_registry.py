@@ -171,7 +171,7 @@ def load_registry(
                 impl.plugin.__name__ if isinstance(impl.plugin, ModuleType) else plugin_name
             )
         try:
-            provided = list(impl.function())
+            provided: list[object] = list(impl.function())  # type: ignore[call-overload]
         except Exception as exc:
             registry.failures.append(PluginFailure(plugin_name, dist, f"{type(exc).__name__}: {exc}"))
             warnings.warn(

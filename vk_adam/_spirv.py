@@ -67,8 +67,15 @@ def reflect(spirv: bytes) -> ShaderInterface:
         if count == 0:
             raise ValueError("malformed SPIR-V: zero-length instruction")
         ops = words[i + 1 : i + count]
-        if opcode in (_OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR, _OP_TYPE_ARRAY,
-                      _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER):  # fmt: skip
+        if opcode in (
+            _OP_TYPE_INT,
+            _OP_TYPE_FLOAT,
+            _OP_TYPE_VECTOR,
+            _OP_TYPE_ARRAY,
+            _OP_TYPE_RUNTIME_ARRAY,
+            _OP_TYPE_STRUCT,
+            _OP_TYPE_POINTER,
+        ):
             types[ops[0]] = (opcode, *ops[1:])
         elif opcode == _OP_CONSTANT:
             constants[ops[1]] = ops[2]

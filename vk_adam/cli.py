@@ -32,11 +32,25 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     rows = []
     for name, rule in sorted(registry.rules.items()):
         hyper = ", ".join(f"{k}={v!r}" for k, v in rule.defaults.items())
-        rows.append({"rule": name, "distribution": rule.distribution, "hyperparameters": hyper,
-                     "description": rule.description})  # fmt: skip
+        rows.append(
+            {
+                "rule": name,
+                "distribution": rule.distribution,
+                "hyperparameters": hyper,
+                "description": rule.description,
+            }
+        )
     if args.json:
-        print(json.dumps({"rules": rows, "failures": [f.__dict__ for f in registry.failures],
-                          "conflicts": registry.conflicts}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "rules": rows,
+                    "failures": [f.__dict__ for f in registry.failures],
+                    "conflicts": registry.conflicts,
+                },
+                indent=2,
+            )
+        )
         return 0
     for row in rows:
         print(f"{row['rule']:<10} from {row['distribution']}")

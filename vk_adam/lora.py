@@ -35,6 +35,8 @@ import numpy.typing as npt
 
 from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 
+Array = npt.NDArray[Any]
+
 __all__ = [
     "CheckpointError",
     "LoRAAdapter",
@@ -184,7 +186,9 @@ class LoRAAdapter:
         try:
             offset, shape = self._offsets[(path, which)]
         except KeyError:
-            raise KeyError(f"no LoRA tensor {path!r}.{which}; modules: {[m.path for m in self.modules][:4]}...") from None
+            raise KeyError(
+                f"no LoRA tensor {path!r}.{which}; modules: {[m.path for m in self.modules][:4]}..."
+            ) from None
         return flat[offset : offset + shape[0] * shape[1]].reshape(shape)
 
     def weight(self, path: str, which: str) -> F32:
@@ -206,7 +210,8 @@ class LoRAAdapter:
     def slices(self) -> dict[str, tuple[int, tuple[int, int]]]:
         """PEFT key -> (offset, shape) in the flat buffers."""
         return {
-            f"{PEFT_PREFIX}{path}.lora_{which}.weight": value for (path, which), value in self._offsets.items()
+            f"{PEFT_PREFIX}{path}.lora_{which}.weight": value
+            for (path, which), value in self._offsets.items()
         }
 
     def delta(self, path: str) -> F32:
@@ -277,7 +282,7 @@ class LoRAAdapter:
         except (SafetensorError, OSError, ValueError) as exc:
             raise PeftFormatError(f"{directory / ADAPTER_WEIGHTS} is unreadable: {exc}") from None
         pattern = re.compile(r"^base_model\.model\.(?P<path>.+)\.lora_(?P<which>[AB])(?:\.default)?\.weight$")
-        found: dict[str, dict[str, np.ndarray]] = {}
+        found: dict[str, dict[str, Array]] = {}
         unknown = []
         for key, value in tensors.items():
             match = pattern.match(key)
@@ -324,7 +329,11 @@ class LoRAAdapter:
         return adapter
 
     def same_layout(self, other: LoRAAdapter) -> bool:
-        return self.modules == other.modules and self.alpha == other.alpha and self.use_rslora == other.use_rslora
+        return (
+            self.modules == other.modules
+            and self.alpha == other.alpha
+            and self.use_rslora == other.use_rslora
+        )
 
     def __repr__(self) -> str:
         return (
@@ -340,7 +349,7 @@ def _natural_key(text: str) -> list[Any]:
 def update_lora_adapter(
     adapter: LoRAAdapter,
     optimizer: Optimizer,
-    grads: Mapping[str, np.ndarray] | None = None,
+    grads: Mapping[str, Array] | None = None,
     *,
     wait: bool = True,
 ) -> StepHandle:
@@ -363,7 +372,9 @@ def update_lora_adapter(
                 raise ValueError(f"gradient for {key} has shape {np.shape(value)}; expected {slices[key][1]}")
         for key, value in grads.items():
             offset, shape = slices[key]
-            adapter.flat_grads[offset : offset + shape[0] * shape[1]] = np.asarray(value, np.float32).reshape(-1)
+            adapter.flat_grads[offset : offset + shape[0] * shape[1]] = np.asarray(value, np.float32).reshape(
+                -1
+            )
     handle = optimizer.step([adapter.flat_grads], wait=wait)
     if optimizer.zero_grad and not handle.skipped:
         adapter.flat_grads[...] = 0.0  # the host mirror of the buffer the shader zeroed
@@ -393,7 +404,7 @@ def _load_state_by_name(
     adapter: LoRAAdapter,
     optimizer: Optimizer,
     step: int,
-    state: Mapping[str, Mapping[str, np.ndarray]],
+    state: Mapping[str, Mapping[str, Array]],
     hyper: Mapping[str, Any] | None = None,
 ) -> None:
     """Load per-name state (and hyperparameters) into the flat optimizer, all or nothing."""
@@ -415,12 +426,16 @@ def _load_state_by_name(
                     raise CheckpointError(f"optimizer state of {key} lacks {name!r}")
                 value = np.asarray(state[key][name], np.float32)
                 if value.shape != shape:
-                    raise CheckpointError(f"state {name!r} of {key} has shape {value.shape}; expected {shape}")
+                    raise CheckpointError(
+                        f"state {name!r} of {key} has shape {value.shape}; expected {shape}"
+                    )
                 buffer[offset : offset + shape[0] * shape[1]] = value.reshape(-1)
             flat[name] = buffer
     groups = optimizer.state_dict()["param_groups"]
     if hyper:
-        groups[0].update({k: (tuple(v) if isinstance(v, list) else v) for k, v in hyper.items() if k in groups[0]})
+        groups[0].update(
+            {k: (tuple(v) if isinstance(v, list) else v) for k, v in hyper.items() if k in groups[0]}
+        )
     try:
         optimizer.load_state_dict({"state": {0: flat} if flat else {}, "param_groups": groups})
     except ValueError as exc:
@@ -444,13 +459,20 @@ def export_torch_adamw_state(adapter: LoRAAdapter, optimizer: Optimizer) -> dict
             torch_state[i] = {"step": torch.tensor(float(step))}
             torch_state[i].update({n: torch.from_numpy(v.copy()) for n, v in state[key].items()})
     group.update(
-        {"foreach": None, "capturable": False, "differentiable": False, "fused": None,
-         "params": list(range(len(keys)))}
-    )  # fmt: skip
+        {
+            "foreach": None,
+            "capturable": False,
+            "differentiable": False,
+            "fused": None,
+            "params": list(range(len(keys))),
+        }
+    )
     return {"state": torch_state, "param_groups": [group]}
 
 
-def import_torch_adamw_state(adapter: LoRAAdapter, optimizer: Optimizer, torch_state_dict: Mapping[str, Any]) -> None:
+def import_torch_adamw_state(
+    adapter: LoRAAdapter, optimizer: Optimizer, torch_state_dict: Mapping[str, Any]
+) -> None:
     """Load a torch.optim.AdamW state dict whose params are the adapter's tensors in
     ``named_tensors()`` order (one param group)."""
     groups = list(torch_state_dict["param_groups"])
@@ -459,15 +481,18 @@ def import_torch_adamw_state(adapter: LoRAAdapter, optimizer: Optimizer, torch_s
         raise ValueError(f"expected one param group of {len(keys)} params (the adapter's tensors in order)")
     ids = list(groups[0]["params"])
     steps = set()
-    state: dict[str, dict[str, np.ndarray]] = {}
+    state: dict[str, dict[str, Array]] = {}
     for key, pid in zip(keys, ids, strict=True):
         entry = torch_state_dict["state"].get(pid)
         if entry is None:
             steps.add(0)
             continue
         steps.add(int(float(entry["step"])))
-        state[key] = {n: np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, np.float32)
-                      for n, v in entry.items() if n != "step"}  # fmt: skip
+        state[key] = {
+            n: np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, np.float32)
+            for n, v in entry.items()
+            if n != "step"
+        }
     if len(steps) != 1:
         raise ValueError(f"params are at different steps {sorted(steps)}; vk-adam keeps one per group")
     hyper = {k: groups[0][k] for k in ("lr", "betas", "eps", "weight_decay") if k in groups[0]}
@@ -497,7 +522,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _digest(tensors: Mapping[str, np.ndarray]) -> str:
+def _digest(tensors: Mapping[str, Array]) -> str:
     h = hashlib.sha256()
     for key in sorted(tensors):
         h.update(key.encode())
@@ -518,7 +543,7 @@ def save_checkpoint(
     from safetensors.numpy import save
 
     step, state = _state_by_name(adapter, optimizer)
-    tensors: dict[str, np.ndarray] = {}
+    tensors: dict[str, Array] = {}
     for key, weight in adapter.named_tensors().items():
         tensors[f"param/{key}"] = np.ascontiguousarray(weight)
         for name, value in state.get(key, {}).items():
@@ -573,11 +598,13 @@ def load_checkpoint(
     try:
         with safe_open(str(path), framework="numpy") as f:
             raw_meta = (f.metadata() or {}).get("vk_adam")
-            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} not found") from None
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupted ({exc}); keep using the previous one") from None
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or corrupted ({exc}); keep using the previous one"
+        ) from None
     if raw_meta is None:
         raise CheckpointError(f"{path} is a safetensors file but not a vk-adam checkpoint")
     meta = json.loads(raw_meta)
@@ -586,7 +613,9 @@ def load_checkpoint(
     if meta.get("sha256") != _digest(tensors):
         raise CheckpointError(f"{path}: checksum mismatch (corrupted); keep using the previous checkpoint")
     if meta["rule"] != optimizer.rule.name:
-        raise CheckpointError(f"{path} was written by rule {meta['rule']!r}; this optimizer runs {optimizer.rule.name!r}")
+        raise CheckpointError(
+            f"{path} was written by rule {meta['rule']!r}; this optimizer runs {optimizer.rule.name!r}"
+        )
     saved_modules = [tuple(m) for m in meta["modules"]]
     current = [(m.path, m.in_features, m.out_features, m.rank) for m in adapter.modules]
     if saved_modules != current:
@@ -597,7 +626,7 @@ def load_checkpoint(
             f"{unknown[:4]}, or different shapes)"
         )
     params = {k[len("param/") :]: v for k, v in tensors.items() if k.startswith("param/")}
-    state: dict[str, dict[str, np.ndarray]] = {}
+    state: dict[str, dict[str, Array]] = {}
     for k, v in tensors.items():
         if k.startswith("state/"):
             _, name, key = k.split("/", 2)

@@ -65,10 +65,15 @@ def check_rule(
                 for step in range(1, steps + 1):
                     before = opt.state_dict()
                     state = {
-                        k: (before["state"][0][k] if before["state"] else
-                            np.full(n, s.initial_value, np.float32)).astype(np.float64).reshape(-1)
+                        k: (
+                            before["state"][0][k]
+                            if before["state"]
+                            else np.full(n, s.initial_value, np.float32)
+                        )
+                        .astype(np.float64)
+                        .reshape(-1)
                         for k, s in ((s.name, s) for s in rule.variant_for(options).state)
-                    }  # fmt: skip
+                    }
                     ref = p.astype(np.float64)
                     g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
                     opt.step([g])
