@@ -13,6 +13,7 @@ a few microseconds, see ANCHORS in BENCHMARKS.md), so one pipeline serves every 
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -202,12 +203,18 @@ class Optimizer:
         self._in_flight: deque[StepHandle] = deque()
         self._free_sequences: list[Any] = []
         self._profile = profile
+        #: With ``profile=True``: GPU time of the last synchronous step's update dispatches
+        #: (Vulkan timestamps, 1 tick = 1 ns assumed) and the host time of that step spent
+        #: outside the driver's submit-and-wait (packing, recording, copies).
         self.last_gpu_seconds: float | None = None
+        self.last_host_seconds: float | None = None
         try:
             self._status = self._new_tensor(np.zeros(1, np.uint32))
             self._bridge = self._new_tensor(np.zeros(1, np.float32))
-            self._sync_seq = self._manager.sequence(total_timestamps=64 if profile else 0)
             self._groups = [self._build_group(options) for options in groups]
+            # kp writes a timestamp before the first op and after each op of a sequence.
+            ops = 2 * sum(len(g.sets) for g in self._groups) + 8
+            self._sync_seq = self._manager.sequence(total_timestamps=ops if profile else 0)
             # kp fills only the host staging copy when it creates a tensor: upload ours once.
             self._sync_seq.eval(self._kp.OpTensorSyncDevice(self._tensors))
         except BaseException:
@@ -424,6 +431,7 @@ class Optimizer:
         ``wait=False`` returns as soon as the work is submitted; the returned handle's
         ``wait()`` finishes it. Later steps are ordered after earlier ones on the GPU.
         """
+        started = time.perf_counter()
         self._check_open()
         prepared = self._prepare_grads(grads)
         if not wait and self.skip_nonfinite:
@@ -443,7 +451,7 @@ class Optimizer:
                     "cannot change after construction; create a new optimizer"
                 )
         if wait:
-            return self._step_sync(prepared)
+            return self._step_sync(prepared, started)
         return self._step_async(prepared)
 
     def _stage_inputs(self, prepared: list[list[Any]] | None) -> list[Any]:
@@ -483,7 +491,7 @@ class Optimizer:
         push[1:] = values
         return push
 
-    def _step_sync(self, prepared: list[list[Any]] | None) -> StepHandle:
+    def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
         kp = self._kp
         upload = self._stage_inputs(prepared)
@@ -516,7 +524,12 @@ class Optimizer:
         download = [g.sets[0].param for g in self._groups if g.host_mode]
         if download:
             seq.record(kp.OpTensorSyncLocal(download))
-        seq.eval()
+        if self._profile:
+            eval_start = time.perf_counter()
+            seq.eval()
+            eval_seconds = time.perf_counter() - eval_start
+        else:
+            seq.eval()
         if self._profile:
             ticks = seq.get_timestamps()
             # kp writes one timestamp before the first op and one after each op.
@@ -528,6 +541,8 @@ class Optimizer:
             for group in self._groups:
                 group.step += 1
                 self._copy_back(group)
+        if self._profile:
+            self.last_host_seconds = time.perf_counter() - started - eval_seconds
         return handle
 
     def _copy_back(self, group: _Group) -> None:
