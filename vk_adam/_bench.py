@@ -164,7 +164,7 @@ def vulkan_copy_bandwidth(mgr: Any, elements: int, repeats: int) -> float:
             ticks = seq.get_timestamps()
             if i >= 2:
                 samples.append((ticks[1] - ticks[0]) * 1e-9)
-        return 2 * 4 * elements / statistics.median(samples)
+        return float(2 * 4 * elements / statistics.median(samples))
     finally:
         seq.destroy()
         a.destroy()
@@ -294,11 +294,17 @@ def bench_torch_cpu(case: Case, mode: str, args: argparse.Namespace) -> Result:
     import torch
 
     params = _torch_params(case, "cpu")
-    opt = torch.optim.AdamW(params, lr=1e-4, **{mode: True})
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=mode == "foreach", fused=mode == "fused")
     wall = _timeit(opt.step, max(3, args.repeats // 2), 2)
     return Result(
         case.name, f"torch-cpu-{mode}", sync_wall_ms=_median_ms(wall), pipelined_ms=_median_ms(wall)
     )
+
+
+def _cuda_event() -> Any:
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
 
 def cuda_copy_bandwidth(elements: int, repeats: int) -> float:
@@ -306,7 +312,7 @@ def cuda_copy_bandwidth(elements: int, repeats: int) -> float:
 
     a = torch.ones(elements, device="cuda")
     b = torch.empty_like(a)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = _cuda_event(), _cuda_event()
     for _ in range(3):
         b.copy_(a)
     start.record()
@@ -314,7 +320,7 @@ def cuda_copy_bandwidth(elements: int, repeats: int) -> float:
         b.copy_(a)
     end.record()
     torch.cuda.synchronize()
-    return 2 * 4 * elements * repeats / (start.elapsed_time(end) * 1e-3)
+    return float(2 * 4 * elements * repeats / (start.elapsed_time(end) * 1e-3))
 
 
 def bench_torch_cuda(case: Case, args: argparse.Namespace) -> Result:
@@ -331,7 +337,7 @@ def bench_torch_cuda(case: Case, args: argparse.Namespace) -> Result:
         torch.cuda.synchronize()
 
     wall = _timeit(sync_step, args.repeats, 2)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = _cuda_event(), _cuda_event()
     n = max(args.repeats, 10)
     start.record()
     for _ in range(n):
