@@ -7,6 +7,7 @@ import pytest
 
 import vk_adam
 from vk_adam._builtin_rules import ADAMW
+from vk_adam._device import kp_module
 
 from .conftest import random_grad, scale_error
 from .test_device_buffers import download, upload
@@ -35,6 +36,38 @@ def test_back_to_back_async_steps_equal_synchronous_ones(rng, kp_manager):
     assert scale_error(download(mgr, param), ref) <= 2e-6
     for t in [param, *gtensors]:
         t.destroy()
+
+
+def test_steps_recorded_back_to_back_into_one_sequence_stay_ordered(rng, kp_manager):
+    """50 steps recorded into the application's sequence, one submit: each step must see the
+    previous step's params and state (the ordering record_step's bridge copy provides)."""
+    mgr = kp_manager
+    kp = kp_module()
+    n = 300_000
+    init = rng.standard_normal(n).astype(np.float32)
+    param = mgr.tensor(init.copy())
+    grads = [random_grad(rng, (n,)) for _ in range(3)]
+    gtensors = [mgr.tensor(g) for g in grads]
+    for t in [param, *gtensors]:
+        upload(mgr, t, t.data().copy())
+    ref = init.astype(np.float64)
+    hyper = {**ADAMW.defaults, "lr": 0.01}
+    state = {k: np.zeros(n) for k in ADAMW.state_names(hyper)}
+    seq = mgr.sequence()
+    with vk_adam.AdamW([param], lr=0.01, manager=mgr, zero_grad=False) as opt:
+        for t in range(1, 51):
+            assert opt.record_step(seq, [gtensors[t % 3]]) == t
+            ADAMW.reference(ref, grads[t % 3].astype(np.float64), state, hyper, t)
+        assert scale_error(download(mgr, param), init) == 0  # nothing ran yet
+        seq.eval()
+        with pytest.raises(TypeError, match="record_step needs params on the device"):
+            with vk_adam.Adam([np.ones(3, np.float32)]) as host_opt:
+                host_opt.record_step(seq)
+    assert scale_error(download(mgr, param), ref) <= 2e-6
+    seq.destroy()
+    for t in [param, *gtensors]:
+        t.destroy()
+    del kp
 
 
 def test_async_numpy_step_updates_params_on_wait(rng):

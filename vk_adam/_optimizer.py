@@ -99,6 +99,7 @@ class _Group:
     step: int = 0
     param_staging: list[F32] = field(default_factory=list)
     grad_staging: list[F32] = field(default_factory=list)
+    validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
 
 
 class StepHandle:
@@ -211,6 +212,7 @@ class Optimizer:
         try:
             self._status = self._new_tensor(np.zeros(1, np.uint32))
             self._bridge = self._new_tensor(np.zeros(1, np.float32))
+            self._bridge_op = self._kp.OpTensorSyncLocal([self._bridge])
             self._groups = [self._build_group(options) for options in groups]
             # kp writes a timestamp before the first op and after each op of a sequence.
             ops = 2 * sum(len(g.sets) for g in self._groups) + 8
@@ -439,7 +441,17 @@ class Optimizer:
                 "skip_nonfinite steps are synchronous (the host must learn whether the step was "
                 "skipped before the next step's bias correction); use wait=True"
             )
-        for group in self._groups:  # fail before any GPU work, like torch's validation
+        self._validate_options()
+        if wait:
+            return self._step_sync(prepared, started)
+        return self._step_async(prepared)
+
+    def _validate_options(self) -> None:
+        """Re-check hyperparameters changed since the last step (e.g. by a schedule), before any
+        GPU work, like torch's validation. Unchanged groups cost one dict comparison."""
+        for group in self._groups:
+            if group.options == group.validated:
+                continue
             self.rule.validate(group.options)
             if (
                 self.rule.variant_for(group.options) is not group.variant
@@ -450,9 +462,37 @@ class Optimizer:
                     "options that select the shader (e.g. amsgrad, maximize, nesterov, momentum on/off) "
                     "cannot change after construction; create a new optimizer"
                 )
-        if wait:
-            return self._step_sync(prepared, started)
-        return self._step_async(prepared)
+            group.validated = dict(group.options)
+
+    def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
+        """Record the next step into ``sequence`` (the application's own kp.Sequence) without
+        submitting it; return the step number recorded. For params on the device (kp tensors).
+
+        This is the GPU-resident path of a Vulkan application: record forward, backward and
+        this step into one sequence and submit it once; many steps can be recorded back to
+        back. Each recorded step starts with a 4-byte copy whose barriers order it after all
+        earlier work in the command buffer and queue (kp 0.9.0 records no compute-to-compute
+        barrier itself). The step counter advances at record time: evaluate every recorded
+        sequence, in order, exactly once. NumPy params and ``skip_nonfinite`` need the host
+        between steps and are refused.
+        """
+        self._check_open()
+        if any(g.host_mode for g in self._groups):
+            raise TypeError("record_step needs params on the device (kp tensors); NumPy params use step()")
+        if self.skip_nonfinite:
+            raise ValueError("skip_nonfinite needs the host to read the check's result: use step()")
+        prepared = self._prepare_grads(grads)
+        self._validate_options()
+        upload = self._stage_inputs(prepared)
+        kp = self._kp
+        sequence.record(self._bridge_op)
+        if upload:
+            sequence.record(kp.OpTensorSyncDevice(upload))
+        for group in self._groups:
+            for bset in group.sets:
+                sequence.record(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
+            group.step += 1
+        return self._groups[0].step
 
     def _stage_inputs(self, prepared: list[list[Any]] | None) -> list[Any]:
         """Copy host params/grads into staging, rebind device grads; return tensors to upload."""
@@ -500,7 +540,7 @@ class Optimizer:
         # A 4-byte copy whose barriers chain every earlier compute on this queue (e.g. the
         # application's gradient shaders) before our dispatches: kp 0.9.0 records no
         # compute->compute barrier and binds no OpMemoryBarrier.
-        seq.record(kp.OpTensorSyncLocal([self._bridge]))
+        seq.record(self._bridge_op)
         if self.skip_nonfinite:
             self._status.data()[0] = 0
             upload.append(self._status)
@@ -574,7 +614,7 @@ class Optimizer:
             seq.eval_async(op)  # kp 0.9.0: one op per asynchronous submission
 
         if self._in_flight:
-            submit(kp.OpTensorSyncLocal([self._bridge]))  # order after the previous step
+            submit(self._bridge_op)  # order after the previous step
         if upload:
             submit(kp.OpTensorSyncDevice(upload))
         for group in self._groups:
