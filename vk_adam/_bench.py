@@ -97,6 +97,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         default=2**24,
         help="skip CPU peers (NumPy, torch CPU) above this many elements (default %(default)s)",
     )
+    parser.add_argument(
+        "--steps-per-batch",
+        type=int,
+        default=100,
+        help="vk-adam steps recorded back to back into one sequence (default %(default)s)",
+    )
     parser.add_argument("--out", default="vk-adam-bench", help="output folder (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -149,24 +155,33 @@ class Result:
 
 
 def vulkan_copy_bandwidth(mgr: Any, elements: int, repeats: int) -> float:
-    """Bytes/s of a device-to-device buffer copy (read + write) timed by Vulkan timestamps."""
+    """Bytes/s of a compute-shader copy (glsl/copy.comp: read + write, 16 B per load) timed by
+    Vulkan timestamps: the bandwidth yardstick for the update shader on the same device."""
+    from ._optimizer import MAX_WORKGROUPS, WORKGROUP_SIZE
+    from ._spirv import load_spirv
+
     kp = kp_module()
     a = mgr.tensor(np.ones(elements, np.float32))
     b = mgr.tensor(np.zeros(elements, np.float32))
+    n_vec4 = elements // 4
+    push = np.array([n_vec4], np.uint32).view(np.float32)
+    groups = max(1, min(MAX_WORKGROUPS, -(-n_vec4 // WORKGROUP_SIZE)))
+    algo = mgr.algorithm([a, b], load_spirv("copy"), [groups, 1, 1], np.zeros(0, np.float32), push)
     seq = mgr.sequence(total_timestamps=4)
     try:
         seq.eval(kp.OpTensorSyncDevice([a, b]))
         samples = []
-        for i in range(repeats + 2):
+        for i in range(repeats + 3):
             seq.clear()
-            seq.record(kp.OpTensorCopy([a, b]))
+            seq.record(kp.OpAlgoDispatch(algo, push))
             seq.eval()
             ticks = seq.get_timestamps()
-            if i >= 2:
+            if i >= 3:
                 samples.append((ticks[1] - ticks[0]) * 1e-9)
         return float(2 * 4 * elements / statistics.median(samples))
     finally:
         seq.destroy()
+        algo.destroy()
         a.destroy()
         b.destroy()
 
@@ -243,7 +258,7 @@ def bench_vk(case: Case, mgr: Any, per_tensor: bool, args: argparse.Namespace) -
             host.append(opt.last_host_seconds)
 
         wall = _timeit(timed, args.repeats, 0)
-        n_steps = max(args.repeats, 10)
+        n_steps = args.steps_per_batch
         batch = mgr.sequence()
 
         def back_to_back() -> None:
@@ -363,7 +378,7 @@ def bench_torch_cuda(case: Case, args: argparse.Namespace) -> Result:
 
     wall = _timeit(sync_step, args.repeats, 2)
     start, end = _cuda_event(), _cuda_event()
-    n = max(args.repeats, 10)
+    n = args.steps_per_batch
     start.record()
     for _ in range(n):
         opt.step()
@@ -494,7 +509,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     parts = []
-    for key in ("cases", "device", "repeats", "warmup", "cpu_max_elements"):
+    for key in ("cases", "device", "repeats", "warmup", "cpu_max_elements", "steps_per_batch"):
         value = getattr(args, key, None)
         if value is not None:
             parts.append(f"--{key.replace('_', '-')} {value}")
