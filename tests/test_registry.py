@@ -22,7 +22,7 @@ SPIRV = Path(__file__).resolve().parent / "spirv"
 EXP_AVG = (StateBuffer("exp_avg"),)
 
 
-def lion_like(name: str, spirv: Path | str, state=EXP_AVG, hyper_count=4) -> UpdateRule:
+def lion_like(name: str, spirv: Path | str, state=EXP_AVG, hyper_count=6) -> UpdateRule:
     def reference(param, grad, state, hyper, step):
         m = state["exp_avg"]
         param -= hyper["lr"] * (np.sign(0.9 * m + 0.1 * grad) + 0.0 * param)
@@ -34,7 +34,7 @@ def lion_like(name: str, spirv: Path | str, state=EXP_AVG, hyper_count=4) -> Upd
         defaults={"lr": 0.01, "betas": (0.9, 0.99), "weight_decay": 0.0},
         variants={"v": ShaderVariant(spirv, tuple(state), hyper_count)},
         select_variant=lambda h: "v",
-        push_constants=lambda h, t: (h["lr"], h["betas"][0], h["betas"][1], h["weight_decay"]),
+        push_constants=lambda h, t: (h["lr"], 0.9, 0.1, 0.99, 0.01, h["weight_decay"]),
         reference=reference,
     )
 
@@ -68,7 +68,7 @@ def test_registration_rejects_binding_mismatch_and_keeps_others():
 
 def test_registration_rejects_push_constant_size_mismatch():
     bad = lion_like("wrong_push", SPIRV / "lion_wrong_sign.spv", hyper_count=5)
-    with pytest.warns(vk_adam.PluginLoadWarning, match="push-constant block is 20 bytes"):
+    with pytest.warns(vk_adam.PluginLoadWarning, match="push-constant block is 28 bytes"):
         registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
     assert "wrong_push" not in registry.rules
 
@@ -133,7 +133,7 @@ def test_conformance_helper_fails_a_deliberately_wrong_shader():
     wrong = replace(
         lion,
         name="lion_wrong",
-        variants={"lion": ShaderVariant(SPIRV / "lion_wrong_sign.spv", (StateBuffer("exp_avg"),), 4)},
+        variants={"lion": ShaderVariant(SPIRV / "lion_wrong_sign.spv", (StateBuffer("exp_avg"),), 6)},
     )
     with pytest.raises(RuleConformanceError, match="param differs from the reference at step 1"):
         check_rule(wrong)

@@ -75,14 +75,19 @@ def check_rule(
                         for k, s in ((s.name, s) for s in rule.variant_for(options).state)
                     }
                     ref = p.astype(np.float64)
+                    start_param = ref.reshape(-1).copy()
+                    start_state = {k: v.copy() for k, v in state.items()}
                     g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
                     opt.step([g])
                     rule.reference(ref, g.astype(np.float64), state, options, step)
                     after = opt.state_dict()["state"][0]
-                    pairs = [("param", p.reshape(-1), ref)]
-                    pairs += [(k, after[k].reshape(-1), v) for k, v in state.items()]
-                    for what, got, want in pairs:
-                        scale = max(float(np.max(np.abs(want))), 1e-30)
+                    # (name, GPU result, reference result, value before the step): errors are
+                    # measured against the buffer's scale before and after the step, since a
+                    # result that cancels to near zero keeps the rounding of its operands.
+                    pairs = [("param", p.reshape(-1), ref, start_param)]
+                    pairs += [(k, after[k].reshape(-1), v, start_state[k]) for k, v in state.items()]
+                    for what, got, want, before_value in pairs:
+                        scale = max(float(np.max(np.abs(want))), float(np.max(np.abs(before_value))), 1e-30)
                         err = np.abs(got.astype(np.float64) - want) / scale
                         bad = int(np.count_nonzero(err > rtol))
                         limit = max(1, int(allowed_mismatch_fraction * n))

@@ -28,8 +28,8 @@ def _validate(hyper: Mapping[str, Any]) -> None:
 
 
 def _push_constants(hyper: Mapping[str, Any], step: int) -> Sequence[float]:
-    beta1, beta2 = hyper["betas"]
-    return (hyper["lr"], beta1, beta2, hyper["weight_decay"])
+    beta1, beta2 = (float(b) for b in hyper["betas"])
+    return (hyper["lr"], beta1, 1.0 - beta1, beta2, 1.0 - beta2, hyper["weight_decay"])
 
 
 def lion_reference(param, grad, state, hyper, step) -> None:  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def lion_reference(param, grad, state, hyper, step) -> None:  # type: ignore[no-
 LION = vk_adam.UpdateRule(
     name="lion",
     defaults={"lr": 1e-4, "betas": (0.9, 0.99), "weight_decay": 0.0},
-    variants={"lion": vk_adam.ShaderVariant(SPIRV, (vk_adam.StateBuffer("exp_avg"),), hyper_count=4)},
+    variants={"lion": vk_adam.ShaderVariant(SPIRV, (vk_adam.StateBuffer("exp_avg"),), hyper_count=6)},
     select_variant=lambda hyper: "lion",
     push_constants=_push_constants,
     reference=lion_reference,
