@@ -83,3 +83,20 @@ def test_numpy_group_grad_buffer_offsets(rng):
         offsets = opt.param_offsets()
         assert offsets[0] == (0, (3, 5)) and offsets[1][0] % 64 == 0 and offsets[1][0] >= 15
         assert opt.dispatches_per_step() == 1
+
+
+def test_zero_grad_clears_the_device_gradient_buffer(rng, kp_manager):
+    mgr = kp_manager
+    param = mgr.tensor(rng.standard_normal(64).astype(np.float32))
+    upload(mgr, param, param.data().copy())
+    with vk_adam.SGD([param], lr=0.1, manager=mgr, zero_grad=False) as opt:
+        assert not opt.zeroes_grad
+        upload(mgr, opt.grad_buffer(), random_grad(rng, (64,)))
+        opt.step()
+        assert np.any(download(mgr, opt.grad_buffer()) != 0)  # zero_grad=False keeps it
+        opt.zero_grad()
+        np.testing.assert_array_equal(download(mgr, opt.grad_buffer()), 0)
+        before = download(mgr, param)
+        opt.step()  # a zero gradient: plain SGD leaves the params unchanged
+        np.testing.assert_array_equal(download(mgr, param), before)
+    param.destroy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -120,15 +121,10 @@ ADAM = UpdateRule(
     description="Adam (Kingma & Ba 2015), L2 weight decay; torch.optim.Adam semantics",
 )
 
-ADAMW = UpdateRule(
+ADAMW = replace(
+    ADAM,
     name="adamw",
     defaults={**_ADAM_DEFAULTS, "weight_decay": 1e-2, "decoupled_weight_decay": True},
-    variants=_ADAM_VARIANTS,
-    select_variant=_adam_variant,
-    push_constants=_adam_push_constants,
-    reference=adam_reference,
-    validate=_validate_adam,
-    spec_constants=_adam_spec_constants,
     description="AdamW (Loshchilov & Hutter 2019), decoupled weight decay; torch.optim.AdamW",
 )
 

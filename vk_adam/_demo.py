@@ -140,29 +140,39 @@ def loss_and_grads(
 # -- the three runs ---------------------------------------------------------------------------
 
 
-def train_vk(
-    cfg: DemoConfig, out: Path, *, device: str | None, checkpoint_every: int, resume: bool, progress: bool
-) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
-    targets = cfg.targets
+def rule_hyper(cfg: DemoConfig) -> dict[str, Any]:
+    """The demo's hyperparameters that the chosen rule takes (any registered rule works)."""
+    from ._registry import default_registry
+
+    defaults = default_registry().get(cfg.rule).defaults
+    hyper: dict[str, Any] = {"lr": cfg.lr}
+    if "weight_decay" in defaults:
+        hyper["weight_decay"] = cfg.weight_decay
+    return hyper
+
+
+def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
+    """The adapter, frozen model and data stream every run starts from (same seeds: same data)."""
     adapter = LoRAAdapter.create(
         layers=cfg.layers,
         in_features=cfg.dim,
         rank=cfg.rank,
         alpha=cfg.alpha,
-        target_modules=targets,
+        target_modules=cfg.targets,
         rng=np.random.default_rng([cfg.seed, 2]),
     )
     model = make_model(cfg, [m.path for m in adapter.modules])
-    data_rng = np.random.default_rng([cfg.seed, 3])
+    return adapter, model, np.random.default_rng([cfg.seed, 3])
+
+
+def train_vk(
+    cfg: DemoConfig, out: Path, *, device: str | None, checkpoint_every: int, resume: bool, progress: bool
+) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
+    adapter, model, data_rng = fresh_run(cfg)
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    opt = adapter.optimizer(
-        cfg.rule,
-        lr=cfg.lr,
-        **({"weight_decay": cfg.weight_decay} if cfg.rule in ("adam", "adamw", "lion") else {}),
-        device=device,
-    )
+    opt = adapter.optimizer(cfg.rule, device=device, **rule_hyper(cfg))
     info: dict[str, Any] = {
         "device": opt.device.name,
         "tensors": adapter.tensor_count,
@@ -200,16 +210,7 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     from ._registry import default_registry
 
     rule = default_registry().get(cfg.rule)
-    adapter = LoRAAdapter.create(
-        layers=cfg.layers,
-        in_features=cfg.dim,
-        rank=cfg.rank,
-        alpha=cfg.alpha,
-        target_modules=cfg.targets,
-        rng=np.random.default_rng([cfg.seed, 2]),
-    )
-    model = make_model(cfg, [m.path for m in adapter.modules])
-    data_rng = np.random.default_rng([cfg.seed, 3])
+    adapter, model, data_rng = fresh_run(cfg)
     params = adapter.flat_params.astype(np.float64)
     grads = np.zeros_like(params)
     slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
@@ -221,9 +222,7 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
 
         return get
 
-    hyper = {**rule.defaults, "lr": cfg.lr}
-    if "weight_decay" in hyper:
-        hyper["weight_decay"] = cfg.weight_decay
+    hyper = {**rule.defaults, **rule_hyper(cfg)}
     state = {s.name: np.full_like(params, s.initial_value) for s in rule.variant_for(hyper).state}
     losses = []
     bar = _progress(cfg.steps, 0, progress, "float64 reference")
@@ -245,16 +244,7 @@ def train_torch(cfg: DemoConfig, progress: bool) -> list[float] | None:
         import torch
     except ImportError:
         return None
-    adapter = LoRAAdapter.create(
-        layers=cfg.layers,
-        in_features=cfg.dim,
-        rank=cfg.rank,
-        alpha=cfg.alpha,
-        target_modules=cfg.targets,
-        rng=np.random.default_rng([cfg.seed, 2]),
-    )
-    model = make_model(cfg, [m.path for m in adapter.modules])
-    data_rng = np.random.default_rng([cfg.seed, 3])
+    adapter, model, data_rng = fresh_run(cfg)
     flat = torch.from_numpy(adapter.flat_params)  # shares memory with the adapter's views
     flat.grad = torch.from_numpy(adapter.flat_grads)
     cls = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam

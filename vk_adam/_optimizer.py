@@ -169,7 +169,8 @@ class Optimizer:
                 f"it takes {sorted(self.rule.defaults)}"
             )
         self.defaults: dict[str, Any] = {**self.rule.defaults, **hyper}
-        self.zero_grad = bool(zero_grad)
+        #: Whether each step zeroes the device gradient buffer in the same pass.
+        self.zeroes_grad = bool(zero_grad)
         self.skip_nonfinite = bool(skip_nonfinite)
         groups = self._normalize_groups(params)
         for options in groups:
@@ -280,7 +281,7 @@ class Optimizer:
 
     def _build_group(self, options: dict[str, Any]) -> _Group:
         variant = self.rule.variant_for(options)
-        spec = (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options)))
+        spec = (float(self.zeroes_grad), *(float(s) for s in self.rule.spec_constants(options)))
         params = options["params"]
         host_mode = not _is_kp_tensor(params[0])
         if any(_is_kp_tensor(p) == host_mode for p in params):
@@ -455,7 +456,7 @@ class Optimizer:
             self.rule.validate(group.options)
             if (
                 self.rule.variant_for(group.options) is not group.variant
-                or (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(group.options)))
+                or (float(self.zeroes_grad), *(float(s) for s in self.rule.spec_constants(group.options)))
                 != group.spec
             ):
                 raise ValueError(
@@ -648,6 +649,21 @@ class Optimizer:
         if self._in_flight:
             self._wait_through(self._in_flight[-1])
 
+    def zero_grad(self) -> None:
+        """Zero the device gradient buffers the next ``step()`` reads (torch's name; steps
+        already do this in their own pass unless the optimizer was made with ``zero_grad=False``)."""
+        self._check_open()
+        self._drain()
+        buffers = []
+        for group in self._groups:
+            for bset in group.sets:
+                grad = bset.bound_grad
+                if grad.tensor_type() != self._kp.TensorTypes.storage:
+                    grad.data()[:] = 0
+                    buffers.append(grad)
+        self._sync_seq.clear()
+        self._sync_seq.eval(self._kp.OpTensorSyncDevice(buffers))
+
     def synchronize(self) -> None:
         """Wait for every asynchronous step issued so far."""
         self._check_open()
@@ -746,7 +762,7 @@ class Optimizer:
             self.rule.validate(options)
             if (
                 self.rule.variant_for(options) is not group.variant
-                or (float(self.zero_grad), *(float(s) for s in self.rule.spec_constants(options)))
+                or (float(self.zeroes_grad), *(float(s) for s in self.rule.spec_constants(options)))
                 != group.spec
             ):
                 raise ValueError(

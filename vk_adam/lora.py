@@ -376,7 +376,7 @@ def update_lora_adapter(
                 -1
             )
     handle = optimizer.step([adapter.flat_grads], wait=wait)
-    if optimizer.zero_grad and not handle.skipped:
+    if optimizer.zeroes_grad and not handle.skipped:
         adapter.flat_grads[...] = 0.0  # the host mirror of the buffer the shader zeroed
     return handle
 

@@ -1,0 +1,53 @@
+"""The vk-adam command: info, rules, bench (demo is covered in test_lora.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vk_adam.cli import main
+
+
+def test_info_prints_devices_driver_and_choice(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "driver:" in out and "using [" in out
+
+
+def test_rules_lists_every_rule_with_its_distribution(capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    for name in ("adam", "adamw", "sgd", "lion"):
+        assert f"\n{name} " in f"\n{out}"
+    assert "from vk-adam-lion" in out and "lr=" in out
+
+
+def test_rules_blocked_and_json(capsys):
+    assert main(["rules", "--json", "--block", "lion"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = {r["rule"] for r in data["rules"]}
+    assert {"adam", "adamw", "sgd"} <= names and "lion" not in names
+
+
+def test_bench_writes_table_json_and_plot(tmp_path, capsys):
+    assert (
+        main(
+            ["bench", "--cases", "tiny", "--repeats", "3", "--warmup", "1", "--out", str(tmp_path), "--quiet"]
+        )
+        == 0
+    )
+    report = json.loads((tmp_path / "bench.json").read_text())
+    results = report["cases"]["tiny-1k"]["results"]
+    assert results["vk-adam"]["gpu_ms"] > 0 and results["vk-adam"]["dispatches"] == 1
+    assert results["numpy-f64"]["sync_wall_ms"] > 0
+    assert "sync_wall_ms" in results["torch-cpu-fused"]["peer_over_vk_adam"]
+    assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| tiny-1k" in capsys.readouterr().out
+
+
+def test_bad_arguments_are_one_line_errors(capsys):
+    assert main(["bench", "--cases", "nope", "--out", "/tmp/unused-bench"]) == 2
+    assert "unknown bench case" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
