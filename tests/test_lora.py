@@ -396,3 +396,34 @@ def test_demo_outputs(tmp_path):
 
 
 _ = optimizer_module
+
+
+def test_device_resident_adapter_takes_gradients_written_on_the_device(rng, kp_manager, tmp_path):
+    """The application's shaders write the flat gradient buffer; no host copy per step."""
+    host = LoRAAdapter.create(
+        layers=4, in_features=32, rank=4, target_modules=QKVO, rng=np.random.default_rng(5)
+    )
+    dev = LoRAAdapter.create(
+        layers=4, in_features=32, rank=4, target_modules=QKVO, rng=np.random.default_rng(5)
+    )
+    kp = kp_module()
+    with (
+        host.optimizer("adamw", lr=1e-2) as hopt,
+        dev.optimizer("adamw", lr=1e-2, manager=kp_manager) as dopt,
+    ):
+        assert dopt.dispatches_per_step() == 1
+        for _ in range(4):
+            fill_grads(host, rng)
+            grad_buffer = dopt.grad_buffer()
+            grad_buffer.data()[:] = host.flat_grads  # stands in for the application's shader write
+            kp_manager.sequence().eval(kp.OpTensorSyncDevice([grad_buffer]))
+            update_lora_adapter(host, hopt)
+            update_lora_adapter(dev, dopt)
+        dev.pull_params()
+        np.testing.assert_array_equal(dev.flat_params, host.flat_params)
+        save_checkpoint(tmp_path / "c.safetensors", dev, dopt)
+        dev.flat_params[...] = 0
+        dev.push_params()
+        load_checkpoint(tmp_path / "c.safetensors", dev, dopt)  # restores the device copy too
+        dev.pull_params()
+        np.testing.assert_array_equal(dev.flat_params, host.flat_params)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._device import kp_module
 from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 
 Array = npt.NDArray[Any]
@@ -126,6 +127,9 @@ class LoRAAdapter:
                 offset += _align(shape[0] * shape[1])
         self.flat_params: F32 = np.zeros(offset, np.float32)
         self.flat_grads: F32 = np.zeros(offset, np.float32)
+        #: The weights on the application's device, after ``optimizer(manager=...)``.
+        self.device_params: Any = None
+        self._manager: Any = None
 
     # -- construction ----------------------------------------------------------------------
 
@@ -220,9 +224,40 @@ class LoRAAdapter:
 
     # -- optimisation ------------------------------------------------------------------------
 
-    def optimizer(self, rule: str = "adamw", **kwargs: Any) -> Optimizer:
-        """An optimizer over the whole adapter: one param (the flat buffer), one dispatch."""
-        return Optimizer([self.flat_params], rule, **kwargs)
+    def optimizer(self, rule: str = "adamw", *, manager: Any = None, **kwargs: Any) -> Optimizer:
+        """An optimizer over the whole adapter: one param (the flat buffer), one dispatch.
+
+        With ``manager`` (the application's ``kp.Manager``) the weights move to that device
+        (``device_params``) and stay there: the application's shaders write gradients straight
+        into ``opt.grad_buffer()`` (the layout of ``flat_grads``, offsets from :meth:`slices`),
+        ``update_lora_adapter(adapter, opt)`` steps with no host copy, and :meth:`pull_params`
+        brings the weights back (PEFT saves and checkpoints do that themselves).
+        """
+        if manager is None:
+            return Optimizer([self.flat_params], rule, **kwargs)
+        self.device_params = manager.tensor(self.flat_params.copy())
+        self._manager = manager
+        self.push_params()
+        return Optimizer([self.device_params], rule, manager=manager, **kwargs)
+
+    def push_params(self) -> None:
+        """Copy ``flat_params`` to ``device_params`` (after editing weights on the host)."""
+        if self.device_params is not None:
+            self.device_params.data()[:] = self.flat_params
+            self._sync(kp_module().OpTensorSyncDevice([self.device_params]))
+
+    def pull_params(self) -> None:
+        """Copy ``device_params`` back into ``flat_params`` (and so into every weight view)."""
+        if self.device_params is not None:
+            self._sync(kp_module().OpTensorSyncLocal([self.device_params]))
+            self.flat_params[:] = self.device_params.data()
+
+    def _sync(self, op: Any) -> None:
+        seq = self._manager.sequence()
+        try:
+            seq.eval(op)
+        finally:
+            seq.destroy()
 
     # -- PEFT files ------------------------------------------------------------------------------
 
@@ -250,6 +285,7 @@ class LoRAAdapter:
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        self.pull_params()
         tensors = {k: np.ascontiguousarray(v) for k, v in self.named_tensors().items()}
         _atomic_write(directory / ADAPTER_WEIGHTS, save(tensors, metadata={"format": "pt"}))
         config = json.dumps(self.peft_config(), indent=2, sort_keys=True).encode()
@@ -360,8 +396,12 @@ def update_lora_adapter(
     gradients already in ``adapter.flat_grads`` are used. Gradients are consumed: the flat
     gradient buffer is zeroed afterwards when the optimizer zeroes gradients.
     """
-    if optimizer.param_groups[0]["params"][0] is not adapter.flat_params:
+    target = optimizer.param_groups[0]["params"][0]
+    on_device = target is adapter.device_params and target is not None
+    if target is not adapter.flat_params and not on_device:
         raise ValueError("this optimizer was not created for this adapter: use adapter.optimizer(...)")
+    if on_device and grads is None:
+        return optimizer.step(wait=wait)  # gradients already in opt.grad_buffer(), on the device
     if grads is not None:
         slices = adapter.slices()
         unknown = sorted(set(grads) - set(slices))
@@ -543,6 +583,7 @@ def save_checkpoint(
     from safetensors.numpy import save
 
     step, state = _state_by_name(adapter, optimizer)
+    adapter.pull_params()
     tensors: dict[str, Array] = {}
     for key, weight in adapter.named_tensors().items():
         tensors[f"param/{key}"] = np.ascontiguousarray(weight)
@@ -639,6 +680,7 @@ def load_checkpoint(
     for key, value in params.items():
         offset, shape = slices[key]
         adapter.flat_params[offset : offset + shape[0] * shape[1]] = value.reshape(-1)
+    adapter.push_params()
     if rng is not None and meta.get("rng") is not None:
         rng.bit_generator.state = meta["rng"]
     return Checkpoint(int(meta["step"]), meta.get("rng"), dict(meta.get("extra") or {}))
