@@ -75,3 +75,28 @@ def test_package_exports_a_typed_public_surface():
     assert (Path(vk_adam.__file__).parent / "py.typed").exists()
     for name in vk_adam.__all__:
         assert hasattr(vk_adam, name), name
+
+
+@needs_compiler
+def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
+    """The packaging contract: GLSL in the sdist (no SPIR-V), SPIR-V compiled into every wheel."""
+    import tarfile
+    import zipfile
+
+    pytest.importorskip("hatchling")
+    build = [sys.executable, "-m", "hatchling", "build", "-d", str(tmp_path / "dist")]
+    subprocess.run([*build, "-t", "sdist"], cwd=ROOT, check=True, capture_output=True)
+    (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+        tar.extractall(tmp_path / "src", filter="data")
+    assert any(n.endswith("glsl/adam.comp") for n in names)
+    assert not any(n.endswith(".spv") for n in names)
+    (unpacked,) = (tmp_path / "src").iterdir()
+    subprocess.run([*build, "-t", "wheel"], cwd=unpacked, check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        spv = {Path(n).stem for n in zf.namelist() if n.endswith(".spv")}
+        assert "vk_adam/py.typed" in zf.namelist()
+        assert "vk_adam/include/vk_adam_rule.glsl" in zf.namelist()
+    assert spv == {s.stem for s in SOURCES}
