@@ -7,8 +7,8 @@ whole buffers, so one dispatch cannot span several of them); pass one flat kp te
 dispatch for many logical tensors (see ``vk_adam.lora``).
 
 Per-step values travel as push constants recorded with each dispatch (kp freezes push
-constants at record time, so every step clears and re-records its sequence; re-recording costs
-a few microseconds, see ANCHORS in BENCHMARKS.md), so one pipeline serves every step.
+constants at record time, so every step clears and re-records its sequence, which costs a few
+microseconds against the driver's submit-and-wait), so one pipeline serves every step.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ._rule import ShaderVariant, UpdateRule
 from ._spirv import load_spirv
 
 Array = npt.NDArray[Any]
-
 F32 = npt.NDArray[np.float32]
 
 #: Each param of a flat buffer starts at a multiple of this many elements (256 bytes: the
@@ -68,8 +67,6 @@ class _BufferSet:
     grad: Any
     state: dict[str, Any]
     n: int
-    owns_param: bool
-    owns_grad: bool
     update_algo: Any = None
     check_algo: Any = None
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
@@ -114,7 +111,7 @@ class StepHandle:
     def __init__(self, optimizer: Optimizer, step: int) -> None:
         self._optimizer = optimizer
         self._sequences: list[Any] = []
-        self._finalize: list[tuple[_Group, int]] = []
+        self._finalize: list[_Group] = []  # NumPy groups to copy back once the GPU is done
         self.done = False
         self.skipped = False
         self.step = step
@@ -303,8 +300,6 @@ class Optimizer:
                 self._new_tensor(np.zeros(offset, np.float32)),
                 self._new_state(variant, offset),
                 offset,
-                True,
-                True,
             )
             group.sets.append(bset)
             group.param_staging.append(bset.param.data())
@@ -318,7 +313,7 @@ class Optimizer:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
                 grad = self._new_tensor(np.zeros(n, np.float32))
                 group.slots.append(_ParamSlot(index, 0, n, (n,), None))
-                group.sets.append(_BufferSet(p, grad, self._new_state(variant, n), n, False, True))
+                group.sets.append(_BufferSet(p, grad, self._new_state(variant, n), n))
         for bset in group.sets:
             self._bind(group, bset, bset.grad)
         return group
@@ -474,8 +469,10 @@ class Optimizer:
         back. Each recorded step starts with a 4-byte copy whose barriers order it after all
         earlier work in the command buffer and queue (kp 0.9.0 records no compute-to-compute
         barrier itself). The step counter advances at record time: evaluate every recorded
-        sequence, in order, exactly once. NumPy params and ``skip_nonfinite`` need the host
-        between steps and are refused.
+        sequence, in order, exactly once, and keep to at most ``MAX_PIPELINES_PER_SET`` distinct
+        gradient buffers between evaluations (pipelines for more are rebuilt, and a recorded but
+        unevaluated step would point at a destroyed one). NumPy params and ``skip_nonfinite``
+        need the host between steps and are refused.
         """
         self._check_open()
         if any(g.host_mode for g in self._groups):
@@ -628,7 +625,7 @@ class Optimizer:
         for group in self._groups:
             group.step += 1
             if group.host_mode:
-                handle._finalize.append((group, group.step))
+                handle._finalize.append(group)
         self._in_flight.append(handle)
         return handle
 
@@ -639,7 +636,7 @@ class Optimizer:
                 seq.eval_await()
                 self._free_sequences.append(seq)
             handle._sequences.clear()
-            for group, _ in handle._finalize:
+            for group in handle._finalize:
                 self._copy_back(group)
             handle.done = True
             if handle is target:
