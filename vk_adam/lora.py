@@ -25,7 +25,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 Array = npt.NDArray[Any]
 
 __all__ = [
+    "Checkpoint",
     "CheckpointError",
     "LoRAAdapter",
     "LoRAModule",
@@ -616,6 +617,8 @@ def _json_default(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """What load_checkpoint restored: the step to resume from, the RNG state, extra metadata."""
+
     step: int
     rng_state: dict[str, Any] | None
     extra: dict[str, Any]
@@ -684,8 +687,3 @@ def load_checkpoint(
     if rng is not None and meta.get("rng") is not None:
         rng.bit_generator.state = meta["rng"]
     return Checkpoint(int(meta["step"]), meta.get("rng"), dict(meta.get("extra") or {}))
-
-
-def lora_targets(names: Iterable[str]) -> tuple[str, ...]:
-    """Parse ``"q_proj,v_proj"``-style lists."""
-    return tuple(n.strip() for n in names if n.strip())
