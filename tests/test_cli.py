@@ -51,3 +51,17 @@ def test_bad_arguments_are_one_line_errors(capsys):
     assert "unknown bench case" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["no-such-command"])
+
+
+def test_device_choice_follows_argument_then_environment(monkeypatch):
+    from vk_adam import DEVICE_ENV, list_devices, select_device
+
+    first = list_devices()[0]
+    monkeypatch.setenv(DEVICE_ENV, "0")
+    assert select_device() == first
+    monkeypatch.setenv(DEVICE_ENV, first.name[:6])
+    assert select_device() == first
+    assert select_device(0) == first  # the argument wins over the environment
+    monkeypatch.setenv(DEVICE_ENV, "no-such-device")
+    with pytest.raises(ValueError, match="no Vulkan device name contains 'no-such-device'"):
+        select_device()

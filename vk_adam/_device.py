@@ -65,6 +65,7 @@ class DeviceInfo:
 
     @property
     def is_software(self) -> bool:
+        """A CPU implementation such as lavapipe: chosen only when no hardware GPU exists."""
         return self.device_type == "cpu" or bool(_SOFTWARE_DEVICE.search(self.name))
 
 

@@ -850,6 +850,7 @@ class Optimizer:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` ran; a closed optimizer refuses every call."""
         return self._closed
 
     def __enter__(self) -> Optimizer:

@@ -185,6 +185,7 @@ class LoRAAdapter:
 
     @property
     def tensor_count(self) -> int:
+        """How many LoRA tensors (an A and a B per module) the flat buffer holds."""
         return 2 * len(self.modules)
 
     def _view(self, flat: F32, path: str, which: str) -> F32:
@@ -263,6 +264,7 @@ class LoRAAdapter:
     # -- PEFT files ------------------------------------------------------------------------------
 
     def peft_config(self) -> dict[str, Any]:
+        """The ``adapter_config.json`` PEFT writes for this adapter."""
         return {
             "peft_type": "LORA",
             "r": self.rank,
@@ -366,6 +368,7 @@ class LoRAAdapter:
         return adapter
 
     def same_layout(self, other: LoRAAdapter) -> bool:
+        """True when both adapters have the same modules, shapes, alpha and scale rule."""
         return (
             self.modules == other.modules
             and self.alpha == other.alpha
