@@ -475,7 +475,12 @@ def _load_state_by_name(
                     )
                 buffer[offset : offset + shape[0] * shape[1]] = value.reshape(-1)
             flat[name] = buffer
-    groups = optimizer.state_dict()["param_groups"]
+    # Only the hyperparameters are needed here: build them without state_dict(), which would
+    # download every state buffer from the device first.
+    groups = [
+        {k: v for k, v in g.items() if k != "params"} | {"params": [i]}
+        for i, g in enumerate(optimizer.param_groups)
+    ]
     if hyper:
         groups[0].update(
             {k: (tuple(v) if isinstance(v, list) else v) for k, v in hyper.items() if k in groups[0]}
