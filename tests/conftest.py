@@ -21,7 +21,7 @@ def rng() -> np.random.Generator:
 @pytest.fixture(scope="session")
 def kp_manager() -> Iterator[object]:
     """One application-owned kp.Manager, as a Vulkan application would hold."""
-    from vk_adam._device import kp_module, select_device
+    from vk_adam._runtime import kp_module, select_device
 
     mgr = kp_module().Manager(select_device().index)
     yield mgr

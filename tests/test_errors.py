@@ -155,7 +155,7 @@ def test_missing_spirv_is_an_actionable_error(tmp_path):
 
 
 def test_no_vulkan_device_is_an_actionable_error(monkeypatch):
-    import vk_adam._device as device
+    import vk_adam._runtime.devices as device
 
     class BrokenKp:
         class Manager:

@@ -16,7 +16,7 @@ import pytest
 import vk_adam
 import vk_adam._optimizer as optimizer_module
 from vk_adam._builtin_rules import ADAMW
-from vk_adam._device import kp_module
+from vk_adam._runtime import kp_module
 from vk_adam.lora import (
     CheckpointError,
     LoRAAdapter,

@@ -10,7 +10,7 @@ Quick start::
 
 from __future__ import annotations
 
-from ._device import DEVICE_ENV, DeviceInfo, list_devices, select_device
+from ._runtime import DEVICE_ENV, DeviceInfo, list_devices, select_device
 from ._errors import (
     NoVulkanDeviceError,
     OptimizerClosedError,

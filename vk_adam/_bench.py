@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._device import kp_module, select_device
+from ._runtime import Runtime, select_device
 
 ALIGN = 64
 #: AdamW without AMSGrad, gradient not zeroed: read p, g, m, v; write p, m, v (as torch's).
@@ -155,65 +155,50 @@ class Result:
 # -- Vulkan -------------------------------------------------------------------------------------
 
 
-def vulkan_copy_bandwidth(mgr: Any, elements: int, repeats: int) -> float:
+def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
     """Bytes/s of a compute-shader copy (glsl/copy.comp: read + write, 16 B per load) timed by
     Vulkan timestamps: the bandwidth yardstick for the update shader on the same device."""
-    from ._optimizer import MAX_WORKGROUPS, WORKGROUP_SIZE
     from ._spirv import load_spirv
 
-    kp = kp_module()
-    a = mgr.tensor(np.ones(elements, np.float32))
-    b = mgr.tensor(np.zeros(elements, np.float32))
+    a = rt.buffer(np.ones(elements, np.float32))
+    b = rt.buffer(np.zeros(elements, np.float32))
     n_vec4 = elements // 4
     push = np.array([n_vec4], np.uint32).view(np.float32)
-    groups = max(1, min(MAX_WORKGROUPS, -(-n_vec4 // WORKGROUP_SIZE)))
-    algo = mgr.algorithm([a, b], load_spirv("copy"), [groups, 1, 1], np.zeros(0, np.float32), push)
-    seq = mgr.sequence(total_timestamps=4)
+    algo = rt.pipeline([a, b], load_spirv("copy"), n_vec4, (), 1)
     try:
-        seq.eval(kp.OpTensorSyncDevice([a, b]))
+        rt.run([rt.upload_op([a, b])])
         samples = []
         for i in range(repeats + 3):
-            seq.clear()
-            seq.record(kp.OpAlgoDispatch(algo, push))
-            seq.eval()
-            ticks = seq.get_timestamps()
+            ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
+            assert ticks is not None
             if i >= 3:
-                samples.append((ticks[1] - ticks[0]) * 1e-9)
+                samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
         return float(2 * 4 * elements / statistics.median(samples))
     finally:
-        seq.destroy()
-        algo.destroy()
-        a.destroy()
-        b.destroy()
+        rt.destroy_pipeline(algo)
+        rt.free_buffer(a)
+        rt.free_buffer(b)
 
 
-def submit_wait_floor(mgr: Any, repeats: int) -> dict[str, float]:
-    """The driver's bare cost through kp: eval of a pre-recorded 1-element dispatch."""
+def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
+    """The bare cost of one tiny dispatch through the runtime: run (record + submit + wait),
+    and submit then wait separately."""
     from ._spirv import load_spirv
 
-    kp = kp_module()
-    g = mgr.tensor(np.zeros(1, np.float32))
-    status = mgr.tensor_t(np.zeros(1, np.uint32))
-    algo = mgr.algorithm(
-        [g, status],
-        load_spirv("nonfinite_check"),
-        [1, 1, 1],
-        np.zeros(0, np.float32),
-        np.array([1], np.uint32).view(np.float32),
-    )
-    seq = mgr.sequence()
+    g = rt.buffer(np.zeros(1, np.float32))
+    status = rt.buffer(np.zeros(1, np.uint32))
+    push = np.array([1], np.uint32).view(np.float32)
+    algo = rt.pipeline([g, status], load_spirv("nonfinite_check"), 1, (), 1)
     try:
-        seq.eval(kp.OpTensorSyncDevice([g, status]))
-        seq.clear()
-        seq.record(kp.OpAlgoDispatch(algo, np.array([1], np.uint32).view(np.float32)))
-        prerecorded = _timeit(seq.eval, repeats * 5, 20)
-        op = kp.OpAlgoDispatch(algo, np.array([1], np.uint32).view(np.float32))
+        rt.run([rt.upload_op([g, status])])
+        op = rt.dispatch_op(algo, push)
+        prerecorded = _timeit(lambda: rt.run([op]), repeats * 5, 20)
         submit, wait = [], []
         for _ in range(repeats * 5):
             t0 = time.perf_counter()
-            seq.eval_async(op)
+            pending = rt.submit([op])
             t1 = time.perf_counter()
-            seq.eval_await()
+            pending.wait()
             submit.append(t1 - t0)
             wait.append(time.perf_counter() - t1)
         return {
@@ -222,32 +207,45 @@ def submit_wait_floor(mgr: Any, repeats: int) -> dict[str, float]:
             "eval_await_ms": _median_ms(wait),
         }
     finally:
-        seq.destroy()
-        algo.destroy()
-        g.destroy()
-        status.destroy()
+        rt.destroy_pipeline(algo)
+        rt.free_buffer(g)
+        rt.free_buffer(status)
 
 
-def bench_vk(case: Case, mgr: Any, per_tensor: bool, args: argparse.Namespace) -> Result:
+def raw_vulkan_floor(device_index: int) -> dict[str, Any] | None:
+    """The hardware's floor without kp: benchmarks/vulkan_floor (a small C program), when built."""
+    exe = Path(__file__).resolve().parent.parent / "benchmarks" / "vulkan_floor" / "vulkan_floor"
+    if not exe.exists():
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [str(exe), "-d", str(device_index)], capture_output=True, text=True, timeout=300, check=True
+        ).stdout
+        report: dict[str, Any] = json.loads(out)
+        return report
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return {"error": str(exc)}
+
+
+def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace) -> Result:
     from ._optimizer import Optimizer
 
-    kp = kp_module()
     rng = np.random.default_rng(0)
-    owned = []
     if per_tensor:
-        params = [mgr.tensor(rng.standard_normal(n, dtype=np.float32)) for n in case.sizes]
+        params = [rt.buffer(rng.standard_normal(n, dtype=np.float32)) for n in case.sizes]
     else:
         total = sum(-(-n // ALIGN) * ALIGN for n in case.sizes)
-        params = [mgr.tensor(rng.standard_normal(total, dtype=np.float32))]
-    owned += params
-    seq = mgr.sequence()
-    seq.eval(kp.OpTensorSyncDevice(params))
-    opt = Optimizer(params, "adamw", manager=mgr, zero_grad=False, profile=True, lr=1e-4)
+        params = [rt.buffer(rng.standard_normal(total, dtype=np.float32))]
+    # The application's device buffers: made on its manager (the runtime's, here).
+    rt.run([rt.upload_op(params)])
+    opt = Optimizer(params, "adamw", manager=rt.manager, zero_grad=False, profile=True, lr=1e-4)
     try:
-        for i, p in enumerate(params):  # gradients: random, already on the device
-            g = opt.grad_buffer(0, i)
+        grads = [opt.grad_buffer(0, i) for i in range(len(params))]
+        for g, p in zip(grads, params, strict=True):  # gradients: random, already on the device
             g.data()[:] = rng.standard_normal(int(p.size()), dtype=np.float32)
-        seq.eval(kp.OpTensorSyncDevice([opt.grad_buffer(0, i) for i in range(len(params))]))
+        rt.run([rt.upload_op(grads)])
         gpu, host = [], []
         for _ in range(args.warmup):
             opt.step()
@@ -260,11 +258,11 @@ def bench_vk(case: Case, mgr: Any, per_tensor: bool, args: argparse.Namespace) -
 
         wall = _timeit(timed, args.repeats, 0)
         n_steps = args.steps_per_batch
-        batch = mgr.sequence()
+        batch = rt.manager.sequence()
 
         def back_to_back() -> None:
             # The GPU-resident case: steps recorded back to back into one of the application's
-            # sequences, submitted once; no host wait between steps.
+            # sequences, submitted once; no host wait between steps (barriers between steps).
             batch.clear()
             for _ in range(n_steps):
                 opt.record_step(batch)
@@ -272,15 +270,18 @@ def bench_vk(case: Case, mgr: Any, per_tensor: bool, args: argparse.Namespace) -
 
         pipe = _timeit(back_to_back, max(3, args.repeats // 5), 1)
         batch.destroy()
+        issue: list[float] = []
 
         def async_steps() -> None:
             handle = None
             for _ in range(n_steps):
+                t0 = time.perf_counter()
                 handle = opt.step(wait=False)
+                issue.append(time.perf_counter() - t0)
             assert handle is not None
             handle.wait()
 
-        asynchronous = _timeit(async_steps, 3, 1)  # step(wait=False): one kp submission per op
+        asynchronous = _timeit(async_steps, 3, 1)
         return Result(
             case.name,
             "vk-adam per-tensor" if per_tensor else "vk-adam",
@@ -289,13 +290,15 @@ def bench_vk(case: Case, mgr: Any, per_tensor: bool, args: argparse.Namespace) -
             pipelined_ms=_median_ms(pipe) / n_steps,
             host_ms=_median_ms(host),
             dispatches=opt.dispatches_per_step(),
-            extra={"async_step_ms": _median_ms(asynchronous) / n_steps},
+            extra={
+                "async_step_ms": _median_ms(asynchronous) / n_steps,
+                "async_issue_ms": _median_ms(issue),
+            },
         )
     finally:
         opt.close()
-        seq.destroy()
-        for t in owned:
-            t.destroy()
+        for t in params:
+            rt.free_buffer(t)
 
 
 # -- CPU and CUDA peers -------------------------------------------------------------------------
@@ -432,8 +435,7 @@ def run_bench(args: argparse.Namespace) -> int:
     cases = select_cases(args.cases, info.is_software)
     if args.steps_per_batch is None:
         args.steps_per_batch = 10 if info.is_software else 100
-    kp = kp_module()
-    mgr = kp.Manager(info.index)
+    rt = Runtime(device=info.index)
     has_torch, has_cuda = _torch_available(), _cuda_available()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -466,8 +468,12 @@ def run_bench(args: argparse.Namespace) -> int:
     }
     copy_elements = 2**26 if not info.is_software else 2**22
     try:
-        meta["vulkan_copy_GBps"] = vulkan_copy_bandwidth(mgr, copy_elements, max(5, args.repeats // 2)) / 1e9
-        meta.update(submit_wait_floor(mgr, args.repeats))
+        meta["vulkan_copy_GBps"] = vulkan_copy_bandwidth(rt, copy_elements, max(5, args.repeats // 2)) / 1e9
+        meta.update(submit_wait_floor(rt, args.repeats))
+        meta["kp"] = rt.features.describe()
+        floor = raw_vulkan_floor(info.index)
+        if floor is not None:
+            meta["raw_vulkan_floor"] = floor
         if has_cuda:
             meta["cuda_copy_GBps"] = cuda_copy_bandwidth(2**28, 20) / 1e9
             import torch
@@ -485,9 +491,9 @@ def run_bench(args: argparse.Namespace) -> int:
                 progress.set_postfix_str(f"{case.name} {backend}")
             try:
                 if backend == "vk-adam":
-                    r = bench_vk(case, mgr, False, args)
+                    r = bench_vk(case, rt, False, args)
                 elif backend == "vk-adam per-tensor":
-                    r = bench_vk(case, mgr, True, args)
+                    r = bench_vk(case, rt, True, args)
                 elif backend == "numpy-f64":
                     r = bench_numpy(case, args)
                 elif backend.startswith("torch-cpu-"):
@@ -504,7 +510,7 @@ def run_bench(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress.close()
-        mgr.destroy()
+        rt.close()
     meta["seconds"] = time.perf_counter() - started
     table = render(build_report(cases, results, meta), out)
     print(table)

@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 
 from ._builtin_rules import ADAMW
-from ._device import kp_module, open_manager
-from ._optimizer import MAX_ELEMENTS, MAX_WORKGROUPS, WORKGROUP_SIZE, _is_kp_tensor
+from ._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from ._spirv import load_spirv
+
+_is_kp_tensor = is_kp_tensor
 
 
 @functools.cache
-def _shared_manager(device: int | str | None) -> Any:
-    return open_manager(device)[0]
+def _shared_runtime(device: int | str | None) -> Runtime:
+    return Runtime(device=device)
 
 
 def adam_update(
@@ -61,7 +62,6 @@ def adam_update(
     on_device = [_is_kp_tensor(b) for b in buffers]
     if any(on_device) and not all(on_device):
         raise TypeError("pass either NumPy arrays or kp tensors for every buffer, not a mix")
-    kp = kp_module()
     if all(on_device):
         if manager is None:
             raise ValueError("kp tensor buffers need the kp.Manager that created them: manager=...")
@@ -82,36 +82,40 @@ def adam_update(
     if not 0 < n <= MAX_ELEMENTS:
         raise ValueError(f"buffers hold {n} elements; between 1 and {MAX_ELEMENTS} are supported")
 
-    mgr = manager if manager is not None else _shared_manager(device)
+    runtime = Runtime(manager=manager) if manager is not None else _shared_runtime(device)
     owned: list[Any] = []
-    if all(on_device):
-        tensors = buffers
-    else:
-        tensors = [mgr.tensor_t(b.reshape(-1)) for b in buffers]
-        owned += tensors
-    status = mgr.tensor_t(np.zeros(1, np.uint32))
-    owned.append(status)
-    variant = ADAMW.variant_for(hyper)
-    spec = np.asarray([float(zero_grad), *ADAMW.spec_constants(hyper)], np.float32)
-    push = np.empty(1 + variant.hyper_count, np.float32)
-    push.view(np.uint32)[0] = n
-    push[1:] = ADAMW.push_constants(hyper, int(step))
-    vec4_items = (n + 3) // 4
-    groups = max(1, min(MAX_WORKGROUPS, (vec4_items + WORKGROUP_SIZE - 1) // WORKGROUP_SIZE))
-    bound = [tensors[0], tensors[1], status, *tensors[2:]]
-    algo = mgr.algorithm(bound, load_spirv(str(variant.spirv)), [groups, 1, 1], spec, push)
-    seq = mgr.sequence()
+    algo = None
     try:
-        seq.record(kp.OpTensorSyncDevice(owned))
-        seq.record(kp.OpAlgoDispatch(algo, push))
+        if all(on_device):
+            tensors = buffers
+        else:
+            tensors = [runtime.buffer(b) for b in buffers]
+            owned += tensors
+        status = runtime.buffer(np.zeros(1, np.uint32))
+        owned.append(status)
+        variant = ADAMW.variant_for(hyper)
+        spec = [float(zero_grad), *ADAMW.spec_constants(hyper)]
+        push = np.empty(1 + variant.hyper_count, np.float32)
+        push.view(np.uint32)[0] = n
+        push[1:] = ADAMW.push_constants(hyper, int(step))
+        bound = [tensors[0], tensors[1], status, *tensors[2:]]
+        algo = runtime.pipeline(bound, load_spirv(str(variant.spirv)), (n + 3) // 4, spec, len(push))
+        ops = [
+            runtime.barrier_op(bound),
+            runtime.upload_op(owned),
+            runtime.dispatch_op(algo, push),
+            runtime.barrier_op(bound),
+        ]
         if not all(on_device):
-            seq.record(kp.OpTensorSyncLocal(tensors))
-        seq.eval()
+            ops.append(runtime.download_op(tensors))
+        runtime.run(ops)
         if not all(on_device):
             for array, tensor in zip(buffers, tensors, strict=True):
                 array.reshape(-1)[:] = tensor.data()
     finally:
-        seq.destroy()
-        algo.destroy()
+        if algo is not None:
+            runtime.destroy_pipeline(algo)
         for tensor in owned:
-            tensor.destroy()
+            runtime.free_buffer(tensor)
+        if manager is not None:
+            runtime.close()

@@ -7,8 +7,11 @@ whole buffers, so one dispatch cannot span several of them); pass one flat kp te
 dispatch for many logical tensors (see ``vk_adam.lora``).
 
 Per-step values travel as push constants recorded with each dispatch (kp freezes push
-constants at record time, so every step clears and re-records its sequence, which costs a few
-microseconds against the driver's submit-and-wait), so one pipeline serves every step.
+constants at record time, so every step re-records its ops, which costs a few microseconds),
+so one pipeline serves every step. Every Vulkan call goes through the runtime layer
+(``vk_adam._runtime``); each step is bracketed by memory barriers over its buffers, so it runs
+after earlier uploads, the application's shaders and earlier steps, and whatever comes next
+sees its writes.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._device import DeviceInfo, kp_module, open_manager
 from ._errors import OptimizerClosedError
 from ._registry import default_registry
 from ._rule import ShaderVariant, UpdateRule
+from ._runtime import MAX_ELEMENTS, Pending, Runtime, is_kp_tensor
 from ._spirv import load_spirv
 
 Array = npt.NDArray[Any]
@@ -35,28 +38,19 @@ F32 = npt.NDArray[np.float32]
 #: Each param of a flat buffer starts at a multiple of this many elements (256 bytes: the
 #: largest minStorageBufferOffsetAlignment Vulkan allows, and a whole number of vec4s).
 ALIGN_ELEMENTS = 64
-#: Threads per workgroup (local_size_x of every shader).
-WORKGROUP_SIZE = 256
-#: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
-MAX_WORKGROUPS = 65535
-#: Pipelines cached per buffer set, one per distinct gradient buffer seen.
+#: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
+#: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
+#: many distinct gradient buffers can be recorded per buffer set.
 MAX_PIPELINES_PER_SET = 8
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
 MAX_STEPS_IN_FLIGHT = 8
-#: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
-MAX_ELEMENTS = (2**32 - 1) // 4
 
 
 def _align(n: int) -> int:
     return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
 
 
-def _is_kp_tensor(obj: object) -> bool:
-    return (
-        type(obj).__name__ == "Tensor"
-        and type(obj).__module__ in ("kp", "builtins")
-        and hasattr(obj, "tensor_type")
-    )
+_is_kp_tensor = is_kp_tensor
 
 
 @dataclass
@@ -72,6 +66,8 @@ class _BufferSet:
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
     # id(grad tensor) -> (grad tensor, update algorithm, check algorithm or None)
     pipelines: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # ids of grad tensors whose pipelines a record_step used: never evicted
+    recorded: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -106,11 +102,11 @@ class StepHandle:
     updated values into them). ``skipped`` is True when ``skip_nonfinite`` skipped the step.
     """
 
-    __slots__ = ("_finalize", "_optimizer", "_sequences", "done", "skipped", "step")
+    __slots__ = ("_finalize", "_optimizer", "_pending", "done", "skipped", "step")
 
     def __init__(self, optimizer: Optimizer, step: int) -> None:
         self._optimizer = optimizer
-        self._sequences: list[Any] = []
+        self._pending: Pending | None = None
         self._finalize: list[_Group] = []  # NumPy groups to copy back once the GPU is done
         self.done = False
         self.skipped = False
@@ -173,50 +169,36 @@ class Optimizer:
         for options in groups:
             self.rule.validate(options)
 
-        self._kp = kp_module()
-        self._owns_manager = manager is None
         has_kp = any(_is_kp_tensor(p) for g in groups for p in g["params"])
         if has_kp and manager is None:
             raise ValueError(
                 "params include kp tensors: pass the kp.Manager that created them as manager=..."
             )
-        if manager is None:
-            self._manager, self.device = open_manager(device)
-        else:
-            self._manager = manager
-            props = manager.get_device_properties()
-            self.device = DeviceInfo(
-                -1,
-                str(props["device_name"]),
-                "unknown",
-                "application's kp.Manager",
-                "unknown",
-                int(props["max_work_group_count"][0]),
-                bool(props.get("timestamps_supported")),
-            )
-        self._workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
+        self._rt = Runtime(manager=manager, device=device)
+        self.device = self._rt.device
         self._closed = False
-        self._tensors: list[Any] = []  # every tensor we created (destroyed on close)
-        self._algorithms: list[Any] = []
         self._spirv: dict[str, bytes] = {}
         self._in_flight: deque[StepHandle] = deque()
-        self._free_sequences: list[Any] = []
         self._profile = profile
         #: With ``profile=True``: GPU time of the last synchronous step's update dispatches
-        #: (Vulkan timestamps, 1 tick = 1 ns assumed) and the host time of that step spent
-        #: outside the driver's submit-and-wait (packing, recording, copies).
+        #: (Vulkan timestamps) and the host time of that step spent outside the driver's
+        #: submit-and-wait (packing, recording, copies).
         self.last_gpu_seconds: float | None = None
         self.last_host_seconds: float | None = None
+        self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
+        self._barrier_after: Any = None
         try:
-            self._status = self._new_tensor(np.zeros(1, np.uint32))
-            self._bridge = self._new_tensor(np.zeros(1, np.float32))
-            self._bridge_op = self._kp.OpTensorSyncLocal([self._bridge])
+            self._status = self._rt.buffer(np.zeros(1, np.uint32))
+            self._status_barrier = self._rt.barrier_op([self._status])
+            self._status_download = self._rt.download_op([self._status])
             self._groups = [self._build_group(options) for options in groups]
-            # kp writes a timestamp before the first op and after each op of a sequence.
-            ops = 2 * sum(len(g.sets) for g in self._groups) + 8
-            self._sync_seq = self._manager.sequence(total_timestamps=ops if profile else 0)
-            # kp fills only the host staging copy when it creates a tensor: upload ours once.
-            self._sync_seq.eval(self._kp.OpTensorSyncDevice(self._tensors))
+            self._host_download = (
+                self._rt.download_op([g.sets[0].param for g in self._groups if g.host_mode])
+                if any(g.host_mode for g in self._groups)
+                else None
+            )
+            # The runtime fills only a buffer's host staging copy: upload them all once.
+            self._rt.run([self._rt.upload_op(self._rt.buffers)])
         except BaseException:
             self.close()
             raise
@@ -267,9 +249,7 @@ class Optimizer:
         return groups
 
     def _new_tensor(self, data: Array) -> Any:
-        tensor = self._manager.tensor_t(data)
-        self._tensors.append(tensor)
-        return tensor
+        return self._rt.buffer(data)
 
     def _shader(self, name: str) -> bytes:
         if name not in self._spirv:
@@ -309,7 +289,7 @@ class Optimizer:
                 n = int(p.size())
                 if n > MAX_ELEMENTS:
                     raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
-                if p.tensor_type() != self._kp.TensorTypes.storage and p.data().dtype != np.float32:
+                if self._rt.has_host_copy(p) and p.data().dtype != np.float32:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
                 grad = self._new_tensor(np.zeros(n, np.float32))
                 group.slots.append(_ParamSlot(index, 0, n, (n,), None))
@@ -321,49 +301,65 @@ class Optimizer:
     def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
         return {s.name: self._new_tensor(np.full(n, s.initial_value, np.float32)) for s in variant.state}
 
-    def _workgroups(self, items: int) -> int:
-        return max(1, min(self._workgroup_cap, -(-items // WORKGROUP_SIZE)))
-
-    def _bind(self, group: _Group, bset: _BufferSet, grad: Any) -> None:
+    def _bind(self, group: _Group, bset: _BufferSet, grad: Any, *, recording: bool = False) -> None:
         """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
 
-        Pipelines are cached per grad buffer (an application may alternate a few), and never
-        destroyed while a step that uses them may still be in flight.
+        Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
+        is destroyed only when no submitted step still uses it (the optimizer drains first) and
+        no ``record_step`` used it (the application's sequence may still be unevaluated).
         """
-        cached = bset.pipelines.get(id(grad))
+        key = id(grad)
+        cached = bset.pipelines.get(key)
         if cached is None:
             if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
+                evictable = [k for k in bset.pipelines if k not in bset.recorded]
+                if not evictable:
+                    raise ValueError(
+                        f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
+                        "gradient buffers through record_step; their pipelines must outlive the "
+                        "sequences you recorded, so no more can be bound. Reuse a few gradient "
+                        "buffers (for example opt.grad_buffer()), or create a new optimizer"
+                    )
                 self._drain()
-                for _grad, *algos in bset.pipelines.values():
+                for k in evictable:
+                    _grad, *algos = bset.pipelines.pop(k)
                     for algo in algos:
                         if algo is not None:
-                            algo.destroy()
-                            self._algorithms.remove(algo)
-                bset.pipelines.clear()
+                            self._rt.destroy_pipeline(algo)
             tensors = [bset.param, grad, self._status, *(bset.state[s.name] for s in group.variant.state)]
-            push = np.zeros(1 + group.variant.hyper_count, np.float32)
-            update = self._manager.algorithm(
+            update = self._rt.pipeline(
                 tensors,
                 self._shader(str(group.variant.spirv)),
-                [self._workgroups(-(-bset.n // 4)), 1, 1],
-                np.asarray(group.spec, np.float32),
-                push,
+                -(-bset.n // 4),  # one vec4 per invocation
+                group.spec,
+                1 + group.variant.hyper_count,
             )
-            self._algorithms.append(update)
             check = None
             if self.skip_nonfinite:
-                check = self._manager.algorithm(
-                    [grad, self._status],
-                    self._shader("nonfinite_check"),
-                    [self._workgroups(bset.n), 1, 1],
-                    np.zeros(0, np.float32),
-                    np.zeros(1, np.float32),
-                )
-                self._algorithms.append(check)
+                check = self._rt.pipeline([grad, self._status], self._shader("nonfinite_check"), bset.n, (), 1)
             cached = (grad, update, check)
-            bset.pipelines[id(grad)] = cached
+            bset.pipelines[key] = cached
+        if recording:
+            bset.recorded.add(key)
+        if bset.bound_grad is not grad:
+            self._barrier_before = self._barrier_after = None
         _, bset.update_algo, bset.check_algo = cached
         bset.bound_grad = grad
+
+    def _step_barriers(self) -> tuple[Any, Any]:
+        """Barrier ops over every buffer a step touches: one before the step (after earlier
+        uploads, the application's shaders and earlier steps), one after it (for whatever the
+        queue runs next). Built once per binding, reused every step."""
+        if self._barrier_before is None:
+            buffers = [
+                t
+                for g in self._groups
+                for b in g.sets
+                for t in (b.param, b.bound_grad, *b.state.values())
+            ]
+            self._barrier_before = self._rt.barrier_op([*buffers, self._status])
+            self._barrier_after = self._rt.barrier_op(buffers)
+        return self._barrier_before, self._barrier_after
 
     # -- stepping ------------------------------------------------------------------------
 
@@ -466,13 +462,14 @@ class Optimizer:
 
         This is the GPU-resident path of a Vulkan application: record forward, backward and
         this step into one sequence and submit it once; many steps can be recorded back to
-        back. Each recorded step starts with a 4-byte copy whose barriers order it after all
-        earlier work in the command buffer and queue (kp 0.9.0 records no compute-to-compute
-        barrier itself). The step counter advances at record time: evaluate every recorded
-        sequence, in order, exactly once, and keep to at most ``MAX_PIPELINES_PER_SET`` distinct
-        gradient buffers between evaluations (pipelines for more are rebuilt, and a recorded but
-        unevaluated step would point at a destroyed one). NumPy params and ``skip_nonfinite``
-        need the host between steps and are refused.
+        back. Each recorded step is bracketed by memory barriers over its buffers: it runs after
+        everything recorded or submitted before it (e.g. the application's gradient shaders)
+        and the application's next shader sees its writes. The step counter advances at record
+        time: evaluate every recorded sequence, in order, exactly once. Gradients are the
+        optimizer's gradient buffer (``grads=None``) or kp tensors; at most
+        ``MAX_PIPELINES_PER_SET`` distinct gradient buffers per param buffer can be recorded
+        (their pipelines live as long as the optimizer). NumPy params and gradients, and
+        ``skip_nonfinite``, need the host between steps and are refused.
         """
         self._check_open()
         if any(g.host_mode for g in self._groups):
@@ -480,20 +477,29 @@ class Optimizer:
         if self.skip_nonfinite:
             raise ValueError("skip_nonfinite needs the host to read the check's result: use step()")
         prepared = self._prepare_grads(grads)
+        if prepared is not None and any(isinstance(g, np.ndarray) for gs in prepared for g in gs):
+            raise TypeError(
+                "record_step takes gradients already on the device (kp tensors, or None for the "
+                "optimizer's gradient buffer): a NumPy gradient would be uploaded when your sequence "
+                "runs, after later calls may have overwritten it. Use step() for NumPy gradients"
+            )
         self._validate_options()
-        upload = self._stage_inputs(prepared)
-        kp = self._kp
-        sequence.record(self._bridge_op)
-        if upload:
-            sequence.record(kp.OpTensorSyncDevice(upload))
+        self._stage_inputs(prepared, recording=True)
+        before, after = self._step_barriers()
+        ops = [before]
         for group in self._groups:
             for bset in group.sets:
-                sequence.record(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
+                ops.append(self._rt.dispatch_op(bset.update_algo, self._push(group, bset, group.step + 1)))
+        ops.append(after)
+        self._rt.record(sequence, ops)
+        for group in self._groups:
             group.step += 1
         return self._groups[0].step
 
-    def _stage_inputs(self, prepared: list[list[Any]] | None) -> list[Any]:
-        """Copy host params/grads into staging, rebind device grads; return tensors to upload."""
+    def _stage_inputs(self, prepared: list[list[Any]] | None, *, recording: bool = False) -> list[Any]:
+        """Copy host params/grads into staging, rebind device grads; return tensors to upload.
+
+        The caller makes sure no submitted work still reads the staging memory written here."""
         upload: list[Any] = []
         for gi, group in enumerate(self._groups):
             grads = prepared[gi] if prepared is not None else None
@@ -513,8 +519,8 @@ class Optimizer:
                     bset.grad.data()[:] = g.reshape(-1)
                     upload.append(bset.grad)
                     g = bset.grad
-                if g is not bset.bound_grad:
-                    self._bind(group, bset, g)
+                if g is not bset.bound_grad or recording:
+                    self._bind(group, bset, g, recording=recording)
         return upload
 
     def _push(self, group: _Group, bset: _BufferSet, step: int) -> Array:
@@ -529,50 +535,43 @@ class Optimizer:
         push[1:] = values
         return push
 
-    def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
-        self._drain()
-        kp = self._kp
-        upload = self._stage_inputs(prepared)
-        seq = self._sync_seq
-        seq.clear()
-        # A 4-byte copy whose barriers chain every earlier compute on this queue (e.g. the
-        # application's gradient shaders) before our dispatches: kp 0.9.0 records no
-        # compute->compute barrier and binds no OpMemoryBarrier.
-        seq.record(self._bridge_op)
-        if self.skip_nonfinite:
-            self._status.data()[0] = 0
-            upload.append(self._status)
+    def _step_ops(self, upload: list[Any]) -> tuple[list[Any], int]:
+        """The ops of one step, and the index of its first update dispatch."""
+        rt = self._rt
+        before, after = self._step_barriers()
+        ops = [before]
         if upload:
-            seq.record(kp.OpTensorSyncDevice(upload))
+            ops.append(rt.upload_op(upload))
         if self.skip_nonfinite:
             for group in self._groups:
                 for bset in group.sets:
-                    seq.record(
-                        kp.OpAlgoDispatch(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32))
-                    )
-            seq.record(kp.OpTensorSyncLocal([self._status]))
-        ops_before = 1 + (1 if upload else 0)
-        if self.skip_nonfinite:
-            ops_before += sum(len(g.sets) for g in self._groups) + 1
-        dispatches = 0
+                    ops.append(rt.dispatch_op(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)))
+            # The host reads the verdict after the wait; the update dispatches read it on the GPU.
+            ops += [self._status_download, self._status_barrier]
+        first_dispatch = len(ops)
         for group in self._groups:
             for bset in group.sets:
-                seq.record(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
-                dispatches += 1
-        download = [g.sets[0].param for g in self._groups if g.host_mode]
-        if download:
-            seq.record(kp.OpTensorSyncLocal(download))
-        if self._profile:
-            eval_start = time.perf_counter()
-            seq.eval()
-            eval_seconds = time.perf_counter() - eval_start
-            profile_start = time.perf_counter()
-            ticks = seq.get_timestamps()
-            # kp writes one timestamp before the first op and one after each op.
-            self.last_gpu_seconds = (ticks[ops_before + dispatches] - ticks[ops_before]) * 1e-9
-            eval_seconds += time.perf_counter() - profile_start  # profiling is not step cost
-        else:
-            seq.eval()
+                ops.append(rt.dispatch_op(bset.update_algo, self._push(group, bset, group.step + 1)))
+        ops.append(after)
+        if self._host_download is not None:
+            ops.append(self._host_download)
+        return ops, first_dispatch
+
+    def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
+        self._drain()
+        if self.skip_nonfinite:
+            self._status.data()[0] = 0
+        upload = self._stage_inputs(prepared)
+        if self.skip_nonfinite:
+            upload.append(self._status)
+        ops, first = self._step_ops(upload)
+        eval_start = time.perf_counter()
+        ticks = self._rt.run(ops, timestamps=self._profile)
+        eval_seconds = time.perf_counter() - eval_start
+        if ticks is not None:
+            # One timestamp before the first op and one after each op.
+            last = first + self.dispatches_per_step()
+            self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
         handle = StepHandle(self, self._groups[0].step + 1)
         handle.done = True
         handle.skipped = self.skip_nonfinite and int(self._status.data()[0]) != 0
@@ -592,36 +591,20 @@ class Optimizer:
             assert slot.host is not None
             slot.host.reshape(-1)[:] = staging[slot.offset : slot.offset + slot.size]
 
-    def _acquire_sequence(self) -> Any:
-        if self._free_sequences:
-            return self._free_sequences.pop()
-        return self._manager.sequence()
-
     def _step_async(self, prepared: list[list[Any]] | None) -> StepHandle:
-        kp = self._kp
         if len(self._in_flight) >= MAX_STEPS_IN_FLIGHT:
             self._in_flight[0].wait()
-        if any(g.host_mode for g in self._groups) and self._in_flight:
-            # Staging memory of the previous step may still be read by its upload.
+        writes_staging = any(g.host_mode for g in self._groups) or (
+            prepared is not None and any(isinstance(g, np.ndarray) for gs in prepared for g in gs)
+        )
+        if writes_staging and self._in_flight:
+            # A submitted step's upload may not have read the staging memory yet: rewriting it
+            # now would change that step's inputs (each buffer has one staging copy).
             self._drain()
         upload = self._stage_inputs(prepared)
         handle = StepHandle(self, self._groups[0].step + 1)
-
-        def submit(op: Any) -> None:
-            seq = self._acquire_sequence()
-            handle._sequences.append(seq)
-            seq.eval_async(op)  # kp 0.9.0: one op per asynchronous submission
-
-        if self._in_flight:
-            submit(self._bridge_op)  # order after the previous step
-        if upload:
-            submit(kp.OpTensorSyncDevice(upload))
-        for group in self._groups:
-            for bset in group.sets:
-                submit(kp.OpAlgoDispatch(bset.update_algo, self._push(group, bset, group.step + 1)))
-        download = [g.sets[0].param for g in self._groups if g.host_mode]
-        if download:
-            submit(kp.OpTensorSyncLocal(download))
+        ops, _ = self._step_ops(upload)
+        handle._pending = self._rt.submit(ops)  # one submission (patched kp)
         for group in self._groups:
             group.step += 1
             if group.host_mode:
@@ -632,10 +615,9 @@ class Optimizer:
     def _wait_through(self, target: StepHandle) -> None:
         while self._in_flight:
             handle = self._in_flight.popleft()
-            for seq in handle._sequences:
-                seq.eval_await()
-                self._free_sequences.append(seq)
-            handle._sequences.clear()
+            if handle._pending is not None:
+                handle._pending.wait()
+                handle._pending = None
             for group in handle._finalize:
                 self._copy_back(group)
             handle.done = True
@@ -655,11 +637,11 @@ class Optimizer:
         for group in self._groups:
             for bset in group.sets:
                 grad = bset.bound_grad
-                if grad.tensor_type() != self._kp.TensorTypes.storage:
+                if self._rt.has_host_copy(grad):
                     grad.data()[:] = 0
                     buffers.append(grad)
-        self._sync_seq.clear()
-        self._sync_seq.eval(self._kp.OpTensorSyncDevice(buffers))
+        if buffers:
+            self._rt.run([self._rt.upload_op(buffers)])
 
     def synchronize(self) -> None:
         """Wait for every asynchronous step issued so far."""
@@ -709,8 +691,7 @@ class Optimizer:
         self._drain()
         tensors = [t for g in self._groups for b in g.sets for t in b.state.values()]
         if tensors:
-            self._sync_seq.clear()
-            self._sync_seq.eval(self._kp.OpTensorSyncLocal(tensors))
+            self._rt.run([self._rt.download_op(tensors)])
         state: dict[int, dict[str, Any]] = {}
         for index, group, slot in self._all_slots():
             if group.step == 0:
@@ -814,8 +795,7 @@ class Optimizer:
             if tensor not in touched:
                 touched.append(tensor)
         if touched:
-            self._sync_seq.clear()
-            self._sync_seq.eval(self._kp.OpTensorSyncDevice(touched))
+            self._rt.run([self._rt.upload_op(touched)])
         for group, options, step in zip(self._groups, new_options, steps, strict=True):
             group.options.update({k: v for k, v in options.items() if k != "params"})
             group.step = step
@@ -824,7 +804,9 @@ class Optimizer:
 
     def close(self) -> None:
         """Wait for in-flight work and free every Vulkan object this optimizer created."""
-        if getattr(self, "_closed", True) and not hasattr(self, "_tensors"):
+        runtime = getattr(self, "_rt", None)
+        if runtime is None or runtime.closed:
+            self._closed = True
             return
         if getattr(self, "_in_flight", None):
             try:
@@ -834,18 +816,8 @@ class Optimizer:
         for group in getattr(self, "_groups", []):
             group.param_staging.clear()
             group.grad_staging.clear()
-        for algo in getattr(self, "_algorithms", []):
-            algo.destroy()
-        for seq in [*getattr(self, "_free_sequences", []), getattr(self, "_sync_seq", None)]:
-            if seq is not None:
-                seq.destroy()
-        for tensor in getattr(self, "_tensors", []):
-            tensor.destroy()
-        if getattr(self, "_owns_manager", False) and getattr(self, "_manager", None) is not None:
-            self._manager.destroy()
-        self._algorithms, self._tensors, self._free_sequences = [], [], []
-        self._manager = None
-        self._sync_seq = None
+        self._barrier_before = self._barrier_after = None
+        runtime.close()
         self._closed = True
 
     @property

@@ -11,11 +11,20 @@ from . import __version__
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ._device import DEVICE_ENV, list_devices, select_device
+    from ._runtime import DEVICE_ENV, kp_features, list_devices, select_device
 
     devices = list_devices()
     chosen = select_device(args.device)
+    features = kp_features()
     print(f"vk-adam {__version__}")
+    print(features.describe())
+    if features.patched:
+        print("synchronization: memory barriers around every step; one submission per step")
+    else:
+        print(
+            "synchronization: bridge-copy fallback (stock kp); run `bash scripts/setup.sh` to "
+            "build vk-adam's patched kp"
+        )
     for d in devices:
         mark = "*" if d.index == chosen.index else " "
         print(f"{mark} [{d.index}] {d.name}")

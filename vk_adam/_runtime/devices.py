@@ -1,22 +1,17 @@
-"""Vulkan device discovery and selection, and the one place that imports kp.
-
-kp is imported lazily (``import vk_adam`` works without a Vulkan loader, e.g. to build a
-plugin's shaders) and without its ``logging.basicConfig()`` side effect on the host application.
-"""
+"""Vulkan device discovery and selection: which device a new optimizer opens."""
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-from ._errors import NoVulkanDeviceError
+from .._errors import NoVulkanDeviceError
+from ._kp import kp_module
 
 #: Environment variable that overrides the device choice: an index or a name substring.
 DEVICE_ENV = "VK_ADAM_DEVICE"
@@ -28,27 +23,6 @@ _INSTALL_HINT = (
     "(Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1); for a GPU, its vendor's "
     "Vulkan driver. `vulkaninfo --summary` (package vulkan-tools) shows what the loader sees."
 )
-
-
-@functools.cache
-def kp_module() -> ModuleType:
-    """Import kp once, undoing the ``logging.basicConfig()`` it runs at import."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        import kp
-    except ImportError as exc:
-        raise NoVulkanDeviceError(
-            f"the Kompute Python package `kp` could not be imported ({exc}). "
-            "Run `bash scripts/setup.sh` (builds kp 0.9.0 offline) or install kp==0.9.0."
-        ) from exc
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
-    module: ModuleType = kp
-    return module
 
 
 @dataclass(frozen=True)
@@ -109,6 +83,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
     for index, props in enumerate(raw):
         extra = summary[index] if index < len(summary) else {}
         kind = extra.get("deviceType", "").replace("PHYSICAL_DEVICE_TYPE_", "").lower()
+        if not kind and "device_type" in props:  # the patched kp reports it itself
+            kind = _VK_DEVICE_TYPES.get(int(props["device_type"]), "")
         kind = {"discrete_gpu": "discrete", "integrated_gpu": "integrated", "virtual_gpu": "virtual"}.get(
             kind, kind or ("cpu" if _SOFTWARE_DEVICE.search(props["device_name"]) else "unknown")
         )
@@ -127,6 +103,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
     return tuple(devices)
 
 
+# VkPhysicalDeviceType values.
+_VK_DEVICE_TYPES = {1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
 _TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "unknown": 3, "cpu": 4}
 
 

@@ -1,0 +1,29 @@
+"""The runtime layer: the only code that imports or calls kp (Kompute).
+
+``Runtime`` owns a kp.Manager and the buffers, pipelines and sequences made on it, and turns
+the project's terms (upload, download, dispatch, barrier, run, submit, wait) into kp calls, on
+vk-adam's patched kp or, with a warning, on a stock kp 0.9.0. Device discovery and the kp
+import with its feature detection live beside it.
+"""
+
+from ._kp import KpFeatures, StockKpWarning, kp_features, kp_module
+from .devices import DEVICE_ENV, DeviceInfo, list_devices, open_manager, select_device
+from .runtime import MAX_ELEMENTS, MAX_WORKGROUPS, WORKGROUP_SIZE, Pending, Runtime, is_kp_tensor
+
+__all__ = [
+    "DEVICE_ENV",
+    "MAX_ELEMENTS",
+    "MAX_WORKGROUPS",
+    "WORKGROUP_SIZE",
+    "DeviceInfo",
+    "KpFeatures",
+    "Pending",
+    "Runtime",
+    "StockKpWarning",
+    "is_kp_tensor",
+    "kp_features",
+    "kp_module",
+    "list_devices",
+    "open_manager",
+    "select_device",
+]

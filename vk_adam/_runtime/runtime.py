@@ -1,0 +1,280 @@
+"""The runtime: one kp.Manager and every Vulkan object vk-adam creates on it.
+
+Everything above this layer speaks in the project's terms (buffers, pipelines, ops, run,
+submit, wait, barrier); only this package calls kp. It hides the two kp builds it supports:
+
+* **patched** (vk-adam's ``kp-patches/``): a step is one submission; ``barrier`` records a real
+  buffer memory barrier (compute and transfer writes -> compute and transfer reads and writes);
+  ``submit`` hands a whole recorded sequence to the queue without waiting; waits reuse one fence
+  per sequence and poll it briefly before blocking (about 15 us per synchronous step on NVIDIA).
+* **stock** kp 0.9.0: there is no barrier op in Python, so ``barrier`` records a 4-byte
+  device-to-host copy of a bridge buffer whose two barriers (compute -> transfer, transfer ->
+  host) chain into the transfer -> compute barrier that kp records before every dispatch. That
+  is an execution dependency only; it works on the drivers tested but the spec does not promise
+  it. ``submit`` needs one kp sequence per op (stock ``eval_async`` takes one op), and every
+  wait creates and destroys a fence (about 0.55 ms on NVIDIA 580).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import NoVulkanDeviceError
+from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
+from .devices import DeviceInfo, open_manager
+
+Array = npt.NDArray[Any]
+
+#: Threads per workgroup (local_size_x of every shader).
+WORKGROUP_SIZE = 256
+#: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
+MAX_WORKGROUPS = 65535
+#: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
+MAX_ELEMENTS = (2**32 - 1) // 4
+
+
+def is_kp_tensor(obj: object) -> bool:
+    """True for a kp.Tensor (an application's device buffer), without importing kp."""
+    return (
+        type(obj).__name__ == "Tensor"
+        and type(obj).__module__ in ("kp", "builtins")
+        and hasattr(obj, "tensor_type")
+    )
+
+
+class Pending:
+    """Work submitted with :meth:`Runtime.submit`; :meth:`wait` blocks until the GPU is done."""
+
+    __slots__ = ("_runtime", "_sequences")
+
+    def __init__(self, runtime: Runtime, sequences: list[Any]) -> None:
+        self._runtime = runtime
+        self._sequences = sequences
+
+    @property
+    def done(self) -> bool:
+        return not self._sequences
+
+    def wait(self) -> None:
+        for seq in self._sequences:
+            seq.eval_await()
+            self._runtime._free_sequences.append(seq)
+        self._sequences = []
+
+
+class Runtime:
+    """One Vulkan device (through kp) and every buffer, pipeline and sequence made on it.
+
+    ``manager``: the application's ``kp.Manager`` (then it is not destroyed by :meth:`close`),
+    or None to open one on ``device`` (see :func:`select_device`).
+    """
+
+    def __init__(self, *, manager: Any = None, device: int | str | None = None) -> None:
+        self.kp = kp_module()
+        self.features: KpFeatures = kp_features()
+        warn_if_stock()
+        self._owns_manager = manager is None
+        if manager is None:
+            self.manager, self.device = open_manager(device)
+        else:
+            self.manager = manager
+            props = manager.get_device_properties()
+            self.device = DeviceInfo(
+                -1,
+                str(props["device_name"]),
+                "unknown",
+                "application's kp.Manager",
+                "unknown",
+                int(props["max_work_group_count"][0]),
+                bool(props.get("timestamps_supported")),
+            )
+        props = self.manager.get_device_properties()
+        #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
+        self.timestamp_period = float(props.get("timestamp_period", 1.0))
+        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
+        self._buffers: list[Any] = []
+        self._pipelines: list[Any] = []
+        self._sequences: list[Any] = []
+        self._free_sequences: list[Any] = []
+        self._run_sequence: Any = None
+        self._run_timestamps = 0
+        self._closed = False
+        # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
+        self._bridge_op: Any = None
+        self._barrier_masks: tuple[int, int, int, int] | None = None
+        if self.features.memory_barriers:
+            access, stage = self.kp.AccessFlagBits, self.kp.PipelineStageFlagBits
+            writes = int(access.shader_write) | int(access.transfer_write)
+            uses = writes | int(access.shader_read) | int(access.transfer_read)
+            stages = int(stage.compute_shader) | int(stage.transfer)
+            self._barrier_masks = (writes, uses, stages, stages)
+        else:
+            bridge = self.buffer(np.zeros(1, np.float32))
+            self._bridge_op = self.kp.OpTensorSyncLocal([bridge])
+
+    # -- objects ---------------------------------------------------------------------------
+
+    def buffer(self, data: Array) -> Any:
+        """A device buffer (kp tensor) holding a copy of ``data`` in its host staging memory.
+
+        Only the staging copy is filled: upload it (``upload_op``) before a shader reads it.
+        """
+        tensor = self.manager.tensor_t(np.ascontiguousarray(data).reshape(-1))
+        self._buffers.append(tensor)
+        return tensor
+
+    @property
+    def buffers(self) -> list[Any]:
+        """Every buffer made by :meth:`buffer` (and not yet freed)."""
+        return list(self._buffers)
+
+    def has_host_copy(self, tensor: Any) -> bool:
+        """Whether a kp tensor has host-visible memory (``data()``): every type but storage."""
+        return bool(tensor.tensor_type() != self.kp.TensorTypes.storage)
+
+    def pipeline(
+        self, buffers: Sequence[Any], spirv: bytes, items: int, spec: Sequence[float], push_floats: int
+    ) -> Any:
+        """A compute pipeline over ``buffers`` (bindings 0..k-1) sized for ``items`` invocations.
+
+        ``spec``: specialization constants (float32; kp's binding picks the push dtype from the
+        spec dtype, so both stay float32). ``push_floats``: push-constant size in 4-byte words.
+        """
+        groups = max(1, min(self.workgroup_cap, -(-items // WORKGROUP_SIZE)))
+        algo = self.manager.algorithm(
+            list(buffers),
+            spirv,
+            [groups, 1, 1],
+            np.asarray(spec, np.float32),
+            np.zeros(push_floats, np.float32),
+        )
+        self._pipelines.append(algo)
+        return algo
+
+    def free_buffer(self, buffer: Any) -> None:
+        """Free a buffer made by :meth:`buffer`; no submitted or recorded work may still use it."""
+        buffer.destroy()
+        self._buffers.remove(buffer)
+
+    def destroy_pipeline(self, pipeline: Any) -> None:
+        """Free a pipeline; the caller guarantees no submitted or recorded work still uses it."""
+        pipeline.destroy()
+        self._pipelines.remove(pipeline)
+
+    # -- ops (built once and reused where their buffers do not change) -----------------------
+
+    def barrier_op(self, buffers: Sequence[Any]) -> Any:
+        """Order everything after this point after every earlier compute and transfer write
+        to ``buffers`` (and after earlier reads of them, for later writes)."""
+        if self._barrier_masks is None:
+            return self._bridge_op
+        src_access, dst_access, src_stage, dst_stage = self._barrier_masks
+        return self.kp.OpMemoryBarrier(list(buffers), src_access, dst_access, src_stage, dst_stage)
+
+    def upload_op(self, buffers: Sequence[Any]) -> Any:
+        """Copy each buffer's host staging memory to the device."""
+        return self.kp.OpTensorSyncDevice(list(buffers))
+
+    def download_op(self, buffers: Sequence[Any]) -> Any:
+        """Copy each buffer's device memory to its host staging memory."""
+        return self.kp.OpTensorSyncLocal(list(buffers))
+
+    def dispatch_op(self, pipeline: Any, push: Array) -> Any:
+        """One dispatch of ``pipeline`` with these push constants (float32 words)."""
+        return self.kp.OpAlgoDispatch(pipeline, push)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self, ops: Sequence[Any], *, timestamps: bool = False) -> list[int] | None:
+        """Record ``ops`` into one command buffer, submit it and wait for it.
+
+        With ``timestamps``, return the raw GPU timestamps (one before the first op, one after
+        each op; multiply tick differences by :attr:`timestamp_period` for nanoseconds).
+        """
+        self._check_open()
+        want = len(ops) + 1 if timestamps else 0
+        if self._run_sequence is None or (timestamps and self._run_timestamps < want):
+            if self._run_sequence is not None:
+                self._run_sequence.destroy()
+                self._sequences.remove(self._run_sequence)
+            self._run_sequence = self._new_sequence(want)
+            self._run_timestamps = want
+        seq = self._run_sequence
+        seq.clear()
+        for op in ops:
+            seq.record(op)
+        seq.eval()
+        if timestamps:
+            return [int(t) for t in seq.get_timestamps()]
+        return None
+
+    def submit(self, ops: Sequence[Any]) -> Pending:
+        """Submit ``ops`` without waiting; they run after everything submitted before."""
+        self._check_open()
+        if self.features.async_submit:
+            seq = self._acquire_sequence()
+            seq.clear()
+            for op in ops:
+                seq.record(op)
+            seq.eval_async()
+            return Pending(self, [seq])
+        # Stock kp submits one op per asynchronous evaluation.
+        sequences = []
+        for op in ops:
+            seq = self._acquire_sequence()
+            seq.eval_async(op)
+            sequences.append(seq)
+        return Pending(self, sequences)
+
+    def record(self, sequence: Any, ops: Sequence[Any]) -> None:
+        """Record ``ops`` into the application's own kp.Sequence (not submitted)."""
+        self._check_open()
+        for op in ops:
+            sequence.record(op)
+
+    def _new_sequence(self, timestamps: int = 0) -> Any:
+        seq = self.manager.sequence(total_timestamps=timestamps)
+        self._sequences.append(seq)
+        return seq
+
+    def _acquire_sequence(self) -> Any:
+        if self._free_sequences:
+            return self._free_sequences.pop()
+        return self._new_sequence()
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise NoVulkanDeviceError("this Vulkan runtime was closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Free every object made here (and the manager, when this runtime opened it).
+
+        The caller waits for its submitted work first."""
+        if self._closed:
+            return
+        self._closed = True
+        for algo in self._pipelines:
+            algo.destroy()
+        for seq in self._sequences:
+            seq.destroy()
+        for tensor in self._buffers:
+            tensor.destroy()
+        self._pipelines, self._sequences, self._free_sequences, self._buffers = [], [], [], []
+        self._run_sequence = None
+        self._bridge_op = None
+        if self._owns_manager:
+            self.manager.destroy()
+        self.manager = None
+
+
+__all__ = ["MAX_ELEMENTS", "MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor"]
