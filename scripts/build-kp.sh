@@ -39,7 +39,7 @@ patches=()
 if [ "$VARIANT" = patched ]; then
   patches=("$ROOT"/kp-patches/*.patch)
 fi
-key="$( { cat "${BASH_SOURCE[0]}"; echo "$pytag"; ((${#patches[@]})) && cat "${patches[@]}"; } | sha256sum | cut -c1-16)"
+key="$( { cat "${BASH_SOURCE[0]}"; echo "$pytag"; for p in "${patches[@]}"; do cat "$p"; done; } | sha256sum | cut -c1-16)"
 dest="$CACHE/kp-$VARIANT-$key"
 wheel="$(ls "$dest"/kp-*.whl 2>/dev/null | head -1 || true)"
 if [ -n "$wheel" ]; then
@@ -80,8 +80,10 @@ set(FETCHCONTENT_FULLY_DISCONNECTED ON CACHE BOOL "" FORCE)
 set(PYTHON_EXECUTABLE "$PY" CACHE FILEPATH "" FORCE)
 set(Python_EXECUTABLE "$PY" CACHE FILEPATH "" FORCE)
 CMAKE
-"$PY" -m pip install -q --disable-pip-version-check setuptools wheel "pybind11>=3" 2>/dev/null ||
-  "$PY" -c 'import setuptools, wheel, pybind11' # an offline machine must already have them
+# The build needs setuptools, wheel and pybind11 3 in this environment (an offline machine must
+# already have them).
+"$PY" -c 'import setuptools, wheel, pybind11; assert int(pybind11.__version__.split(".")[0]) >= 3' 2>/dev/null ||
+  "$PY" -m pip install -q --disable-pip-version-check setuptools wheel "pybind11>=3"
 jobs=()
 # The patched setup.py passes the job count through; the stock one would split "16" into "1" "6".
 [ "$VARIANT" = patched ] && jobs=(KOMPUTE_PYTHON_NUM_PARALLEL_THREADS="$(nproc)")

@@ -7,6 +7,21 @@ cd "$ROOT"
 bash scripts/setup.sh test
 VENV="${VK_ADAM_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
+CACHE="${VK_ADAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vk-adam}"
+# The test command only: Khronos validation layers (the suite runs under core + synchronization
+# validation, see tests/conftest.py), and the stock kp 0.9.0, built once, for the fallback tests.
+if ! dpkg-query -W -f='${Status}' vulkan-validationlayers 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends vulkan-validationlayers >/dev/null
+fi
+STOCK_WHEEL="$(bash scripts/build-kp.sh --stock --python "$PY" --cache "$CACHE")"
+export VK_ADAM_STOCK_KP="$ROOT/.stock-kp"
+if [ "$(cat "$VK_ADAM_STOCK_KP/.wheel" 2>/dev/null)" != "$STOCK_WHEEL" ]; then
+  rm -rf "$VK_ADAM_STOCK_KP"
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$VK_ADAM_STOCK_KP" "$STOCK_WHEEL"
+  echo "$STOCK_WHEEL" > "$VK_ADAM_STOCK_KP/.wheel"
+fi
 # The plugin's build compiles its GLSL with vk-adam's shader driver, so it builds against
 # this environment (no build isolation).
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./plugins/vk-adam-lion

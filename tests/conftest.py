@@ -5,10 +5,48 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests import _validation
+
+#: The validation log of this session (None when the layer is off).
+VALIDATION_LOG: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run every Vulkan call of the suite under Khronos core + synchronization validation."""
+    global VALIDATION_LOG
+    wanted = os.environ.get("VK_ADAM_VALIDATION", "auto")
+    if wanted == "0":
+        return
+    if not _validation.layer_installed():
+        if wanted == "1":
+            raise pytest.UsageError(
+                "VK_ADAM_VALIDATION=1 but the Khronos validation layer is not installed "
+                "(Debian: apt-get install vulkan-validationlayers)"
+            )
+        return
+    VALIDATION_LOG = _validation.enable(Path(tempfile.mkdtemp(prefix="vk-adam-validation-")))
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages() -> Iterator[None]:
+    """Fail the test if the validation layer reported anything while it ran."""
+    if VALIDATION_LOG is None:
+        yield
+        return
+    start = VALIDATION_LOG.stat().st_size
+    yield
+    with VALIDATION_LOG.open("rb") as log:
+        log.seek(start)
+        new = _validation.messages(log.read().decode(errors="replace"))
+    if new:
+        pytest.fail("Vulkan validation reported:\n" + "\n".join(new)[:6000], pytrace=False)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ Quick start::
 
 from __future__ import annotations
 
-from ._runtime import DEVICE_ENV, DeviceInfo, list_devices, select_device
 from ._errors import (
     NoVulkanDeviceError,
     OptimizerClosedError,
@@ -31,6 +30,7 @@ from ._registry import (
     reload_registry,
 )
 from ._rule import ShaderVariant, StateBuffer, UpdateRule
+from ._runtime import DEVICE_ENV, DeviceInfo, list_devices, select_device
 
 __version__ = "0.1.0"
 

@@ -31,8 +31,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 def vk_adam_rules() -> list[UpdateRule]:  # type: ignore[empty-body]
     """Return the update rules this plugin provides.
 
-    Each rule's name must be unique across all installed plugins; its shaders are checked
-    against its declaration (bindings 0..2 + one per state buffer, push-constant size
-    4 + 4 * hyper_count bytes, at most 128) when the registry loads, and a rule that fails is
-    rejected with a warning while every other rule still loads.
+    Each rule's name must be unique across all installed plugins (two providers make the name
+    unusable until one is blocked by its entry-point name), and the built-in names (adam,
+    adamw, sgd) are refused unless the user allows the plugin to replace them
+    (``$VK_ADAM_ALLOW_BUILTIN_OVERRIDE``). Each rule's shaders are checked against its
+    declaration when the registry loads: bindings 0..2 + one per state buffer, push-constant
+    block 4 + 4 * hyper_count bytes (at most 128), ``push_constants`` returning hyper_count
+    values and ``spec_constants`` one value per specialization constant the shader declares
+    beyond 0. A rule that fails is rejected with a warning while every other rule still loads.
     """

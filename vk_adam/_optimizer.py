@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import OptimizerClosedError
-from ._registry import default_registry
+from ._registry import check_rule_object, default_registry
 from ._rule import ShaderVariant, UpdateRule
 from ._runtime import MAX_ELEMENTS, Pending, Runtime, is_kp_tensor
 from ._spirv import load_spirv
@@ -155,6 +155,9 @@ class Optimizer:
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
         self.rule = rule if isinstance(rule, UpdateRule) else default_registry().get(rule)
+        # A rule object passed directly gets the checks registration runs (a shader that binds
+        # more state buffers than the rule declares would crash the driver).
+        check_rule_object(self.rule)
         unknown = set(hyper) - set(self.rule.defaults)
         if unknown:
             raise TypeError(
@@ -336,7 +339,9 @@ class Optimizer:
             )
             check = None
             if self.skip_nonfinite:
-                check = self._rt.pipeline([grad, self._status], self._shader("nonfinite_check"), bset.n, (), 1)
+                check = self._rt.pipeline(
+                    [grad, self._status], self._shader("nonfinite_check"), bset.n, (), 1
+                )
             cached = (grad, update, check)
             bset.pipelines[key] = cached
         if recording:
@@ -352,10 +357,7 @@ class Optimizer:
         queue runs next). Built once per binding, reused every step."""
         if self._barrier_before is None:
             buffers = [
-                t
-                for g in self._groups
-                for b in g.sets
-                for t in (b.param, b.bound_grad, *b.state.values())
+                t for g in self._groups for b in g.sets for t in (b.param, b.bound_grad, *b.state.values())
             ]
             self._barrier_before = self._rt.barrier_op([*buffers, self._status])
             self._barrier_after = self._rt.barrier_op(buffers)
@@ -528,8 +530,10 @@ class Optimizer:
         push = np.empty(1 + group.variant.hyper_count, np.float32)
         if len(values) != group.variant.hyper_count:
             raise ValueError(
-                f"rule {self.rule.name!r} packed {len(values)} push constants; its shader takes "
-                f"{group.variant.hyper_count}"
+                f"rule {self.rule.name!r}: push_constants() returned {len(values)} values, but the "
+                f"shader variant {str(group.variant.spirv)!r} declares hyper_count="
+                f"{group.variant.hyper_count}; they must agree (and match the shader's "
+                "VK_ADAM_HYPER_COUNT)"
             )
         push.view(np.uint32)[0] = bset.n
         push[1:] = values
@@ -545,7 +549,9 @@ class Optimizer:
         if self.skip_nonfinite:
             for group in self._groups:
                 for bset in group.sets:
-                    ops.append(rt.dispatch_op(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)))
+                    ops.append(
+                        rt.dispatch_op(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32))
+                    )
             # The host reads the verdict after the wait; the update dispatches read it on the GPU.
             ops += [self._status_download, self._status_barrier]
         first_dispatch = len(ops)

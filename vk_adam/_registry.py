@@ -4,6 +4,8 @@ Built-in rules are registered exactly like outside plugins (cf. pytest's ``defau
 outside plugins arrive through the ``vk_adam`` entry-point group. Every rule's shaders are
 checked against its declaration when the registry loads. A plugin that fails to import, or a
 rule that fails its check, is reported by name and skipped; every other rule still loads.
+A rule object handed straight to the optimizer goes through the same checks
+(:func:`check_rule_object`), so no unchecked shader ever reaches the device.
 """
 
 from __future__ import annotations
@@ -11,28 +13,43 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import warnings
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
 from . import _builtin_rules, _hookspecs
 from ._errors import RuleRegistrationError, ShaderMissingError
-from ._rule import MAX_PUSH_CONSTANT_BYTES, UpdateRule
-from ._spirv import load_spirv, reflect
+from ._rule import MAX_PUSH_CONSTANT_BYTES, ShaderVariant, StateBuffer, UpdateRule, variant_settings
+from ._spirv import ShaderInterface, load_spirv, reflect
 
 #: Environment variable: comma-separated plugin names (entry-point names) not to load.
 BLOCK_ENV = "VK_ADAM_BLOCK_PLUGINS"
+#: Environment variable: comma-separated plugin names (entry-point names) whose rules may
+#: replace a built-in rule of the same name (adam, adamw, sgd). Without it they are refused.
+BUILTIN_OVERRIDE_ENV = "VK_ADAM_ALLOW_BUILTIN_OVERRIDE"
 ENTRY_POINT_GROUP = "vk_adam"
 BUILTIN_PLUGIN = "vk_adam.builtin"
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
+# vk_adam_rule.glsl declares at most this many state buffers (bindings 3..6).
+_MAX_STATE_BUFFERS = 4
 
 
 class PluginLoadWarning(UserWarning):
     """A plugin or one of its rules could not be loaded; the others still are."""
+
+
+class InvalidRuleError(RuleRegistrationError, ValueError):
+    """A rule's declaration disagrees with its shaders (or is malformed).
+
+    Both a :class:`RuleRegistrationError` (what registration has always raised) and a
+    ``ValueError``, because a rule object passed to ``Optimizer(params, rule)`` is an argument.
+    """
 
 
 @dataclass(frozen=True)
@@ -44,56 +61,194 @@ class PluginFailure:
     error: str
 
 
+def _check_declaration(rule: UpdateRule) -> None:
+    """The parts of a rule that need no shader: name, defaults, variants, callables."""
+    if not isinstance(rule.name, str) or not rule.name.replace("_", "").replace("-", "").isalnum():
+        raise InvalidRuleError(f"rule name {rule.name!r} must be a non-empty identifier")
+    for attr in ("select_variant", "push_constants", "reference", "validate", "spec_constants"):
+        if not callable(getattr(rule, attr)):
+            raise InvalidRuleError(f"rule {rule.name!r}: {attr} must be callable")
+    if not hasattr(rule.defaults, "keys") or "lr" not in rule.defaults:
+        raise InvalidRuleError(f"rule {rule.name!r} has no 'lr' default")
+    if not hasattr(rule.variants, "items") or not rule.variants:
+        raise InvalidRuleError(f"rule {rule.name!r} declares no shader variant")
+    for key, variant in rule.variants.items():
+        where = f"rule {rule.name!r}, variant {key!r}"
+        if not isinstance(variant, ShaderVariant):
+            raise InvalidRuleError(f"{where} is a {type(variant).__name__}, not a vk_adam.ShaderVariant")
+        if not isinstance(variant.state, tuple) or not all(isinstance(s, StateBuffer) for s in variant.state):
+            raise InvalidRuleError(f"{where}: state must be a tuple of vk_adam.StateBuffer")
+        names = [s.name for s in variant.state]
+        if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+            raise InvalidRuleError(f"{where}: state buffer names {names} must be distinct, non-empty strings")
+        if len(names) > _MAX_STATE_BUFFERS:
+            raise InvalidRuleError(
+                f"{where} declares {len(names)} state buffers; vk_adam_rule.glsl supports at most "
+                f"{_MAX_STATE_BUFFERS}"
+            )
+        if isinstance(variant.hyper_count, bool) or not isinstance(variant.hyper_count, int):
+            raise InvalidRuleError(f"{where}: hyper_count must be an int, not {variant.hyper_count!r}")
+        if variant.hyper_count < 1:
+            raise InvalidRuleError(
+                f"{where}: hyper_count={variant.hyper_count}; it must be at least 1 "
+                "(VK_ADAM_HYPER_COUNT >= 1)"
+            )
+
+
+def _describe_push_block(push_bytes: int) -> str:
+    if push_bytes == 0:
+        return "has no push-constant block"
+    floats = (push_bytes - 4) / 4
+    floats_text = str(int(floats)) if floats == int(floats) else f"{floats:g}"
+    return f"push-constant block is {push_bytes} bytes (uint n + {floats_text} floats)"
+
+
+def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderInterface:
+    """Reflect one variant's SPIR-V and compare its bindings and push constants to the declaration."""
+    where = f"rule {rule.name!r}, variant {key!r} ({variant.spirv})"
+    try:
+        interface = reflect(load_spirv(variant.spirv))
+    except ShaderMissingError as exc:
+        # An installation problem, not a bad declaration: keep the type, which names the fix.
+        raise ShaderMissingError(f"{where}: {exc}") from exc
+    except Exception as exc:  # a module the small reflector cannot read
+        raise InvalidRuleError(f"{where}: cannot read its SPIR-V: {exc}") from exc
+    expected = set(range(_FIXED_BINDINGS + len(variant.state)))
+    if set(interface.bindings) != expected:
+        raise InvalidRuleError(
+            f"{where}: the shader binds {sorted(interface.bindings)} but the rule declares "
+            f"{len(variant.state)} state buffer(s), i.e. bindings {sorted(expected)} "
+            "(0 param, 1 grad, 2 status, then one per state buffer); make the variant's state "
+            "match the shader's VK_ADAM_STATE_COUNT"
+        )
+    push_bytes = 4 + 4 * variant.hyper_count
+    if interface.push_constant_bytes != push_bytes:
+        # Name both sides: the shader is the ground truth the declaration has to match.
+        raise InvalidRuleError(
+            f"{where}: the shader's {_describe_push_block(interface.push_constant_bytes)}, but the "
+            f"variant declares hyper_count={variant.hyper_count}, i.e. {push_bytes} bytes "
+            f"(uint n + {variant.hyper_count} floats); make hyper_count match the shader's "
+            "VK_ADAM_HYPER_COUNT"
+        )
+    if push_bytes > MAX_PUSH_CONSTANT_BYTES:
+        raise InvalidRuleError(
+            f"{where}: {push_bytes} bytes of push constants exceed the {MAX_PUSH_CONSTANT_BYTES} "
+            "bytes every Vulkan device guarantees; move fixed values to specialization constants"
+        )
+    return interface
+
+
+def _check_setting(
+    rule: UpdateRule, key: str, interface: ShaderInterface, hyper: dict[str, Any], label: str
+) -> None:
+    """Compare what the rule packs for ``hyper`` (push and specialization constants) to the shader."""
+    variant = rule.variants[key]
+    where = f"rule {rule.name!r}, variant {key!r}"
+    try:
+        values = list(rule.push_constants(hyper, 1))
+        spec = list(rule.spec_constants(hyper))
+    except Exception as exc:
+        raise InvalidRuleError(f"{where}: packing its constants for {label} raised: {exc!r}") from exc
+    if len(values) != variant.hyper_count:
+        raise InvalidRuleError(
+            f"{where}: push_constants() returns {len(values)} values for {label}, but the variant "
+            f"declares hyper_count={variant.hyper_count} (and its shader's "
+            f"{_describe_push_block(interface.push_constant_bytes)}); they must agree"
+        )
+    supplied = set(range(1 + len(spec)))  # id 0 is VK_ADAM_ZERO_GRAD, supplied by the optimizer
+    if set(interface.spec_ids) != supplied:
+        declared = sorted(interface.spec_ids)
+        raise InvalidRuleError(
+            f"{where}: the shader declares specialization constants {declared} but spec_constants() "
+            f"returns {len(spec)} value(s) for {label}, i.e. constants {sorted(supplied)} "
+            "(0 is VK_ADAM_ZERO_GRAD, the rule's own start at 1); a constant without a value "
+            "would silently keep the shader's default"
+        )
+
+
 def check_rule(rule: UpdateRule) -> None:
-    """Raise RuleRegistrationError unless every shader variant matches the rule's declaration."""
-    if not rule.name or not rule.name.replace("_", "").replace("-", "").isalnum():
-        raise RuleRegistrationError(f"rule name {rule.name!r} must be a non-empty identifier")
-    if "lr" not in rule.defaults:
-        raise RuleRegistrationError(f"rule {rule.name!r} has no 'lr' default")
-    if not rule.variants:
-        raise RuleRegistrationError(f"rule {rule.name!r} declares no shader variant")
+    """Raise :class:`InvalidRuleError` unless every shader variant matches the rule's declaration.
+
+    Checks the name, defaults (they validate and select a declared variant), every variant's
+    SPIR-V (bindings 0..2 + one per state buffer, push-constant block 4 + 4*hyper_count bytes,
+    at most 128), and, for the defaults and for every variant that some valid setting reaches
+    (:func:`vk_adam._rule.variant_settings`), that ``push_constants`` returns hyper_count
+    values and ``spec_constants`` one value per specialization constant the shader declares.
+    Uncached; :func:`check_rule_object` is the cached form the optimizer uses.
+    """
+    _check_declaration(rule)
     try:
         rule.validate(rule.defaults)
         chosen = rule.select_variant(rule.defaults)
     except Exception as exc:
-        raise RuleRegistrationError(f"rule {rule.name!r}: its defaults are invalid: {exc}") from exc
+        raise InvalidRuleError(f"rule {rule.name!r}: its defaults are invalid: {exc}") from exc
     if chosen not in rule.variants:
-        raise RuleRegistrationError(
+        raise InvalidRuleError(
             f"rule {rule.name!r}: select_variant returned {chosen!r}, not one of {sorted(rule.variants)}"
         )
-    for key, variant in rule.variants.items():
-        where = f"rule {rule.name!r}, variant {key!r} ({variant.spirv})"
-        try:
-            interface = reflect(load_spirv(variant.spirv))
-        except (ShaderMissingError, ValueError) as exc:
-            raise RuleRegistrationError(f"{where}: {exc}") from exc
-        expected = set(range(_FIXED_BINDINGS + len(variant.state)))
-        if set(interface.bindings) != expected:
-            raise RuleRegistrationError(
-                f"{where}: the shader binds {sorted(interface.bindings)} but the rule declares "
-                f"{len(variant.state)} state buffer(s), i.e. bindings {sorted(expected)} "
-                "(0 param, 1 grad, 2 status, then one per state buffer)"
-            )
-        push_bytes = 4 + 4 * variant.hyper_count
-        if interface.push_constant_bytes != push_bytes:
-            raise RuleRegistrationError(
-                f"{where}: the shader's push-constant block is {interface.push_constant_bytes} "
-                f"bytes but hyper_count={variant.hyper_count} means {push_bytes} (uint n + floats)"
-            )
-        if push_bytes > MAX_PUSH_CONSTANT_BYTES:
-            raise RuleRegistrationError(
-                f"{where}: {push_bytes} bytes of push constants exceed the {MAX_PUSH_CONSTANT_BYTES} "
-                "bytes every Vulkan device guarantees; move fixed values to specialization constants"
-            )
+    interfaces = {key: _check_shader(rule, key, variant) for key, variant in rule.variants.items()}
+    _check_setting(rule, chosen, interfaces[chosen], dict(rule.defaults), "the defaults")
+    for setting in variant_settings(rule):
+        if not setting.overrides:
+            continue  # the defaults, checked above
+        hyper = {**rule.defaults, **setting.overrides}
+        label = f"hyperparameters {dict(setting.overrides)}"
+        _check_setting(rule, setting.variant, interfaces[setting.variant], hyper, label)
+
+
+# Rules that passed check_rule, by identity: id(rule) -> weak reference (a rule is unhashable,
+# its fields hold dicts). The weak reference both proves the id still names the same object and
+# drops the entry when the rule is collected, so an id reused by a new object is never trusted.
+# No lock: single dict operations are atomic under the GIL, and a weakref callback can run in
+# any allocation, even one made while this thread held a lock (a deadlock with a plain Lock).
+_checked: dict[int, weakref.ref[UpdateRule]] = {}
+
+
+def _remember_checked(rule: UpdateRule) -> None:
+    key = id(rule)
+
+    def forget(ref: weakref.ref[UpdateRule], key: int = key) -> None:
+        if _checked.get(key) is ref:
+            _checked.pop(key, None)
+
+    _checked[key] = weakref.ref(rule, forget)
+
+
+def check_rule_object(rule: object) -> None:
+    """Check a rule object before it reaches the device: the checks registration runs.
+
+    ``Optimizer(params, rule_object)`` calls this, so a rule built by hand (or changed with
+    ``dataclasses.replace``) is held to the same contract as a registered one: a rule that
+    binds state buffers it does not declare would otherwise read unbound memory on the GPU.
+    Raises ``TypeError`` when ``rule`` is not an :class:`UpdateRule`,
+    :class:`~vk_adam.ShaderMissingError` when a variant's ``.spv`` file is missing, and
+    :class:`InvalidRuleError` (a ``ValueError``) naming the rule and the mismatch otherwise.
+    Results are cached by object identity (a rule is immutable), so repeated calls with the
+    same object, and calls with rules from the registry, cost a dictionary lookup.
+    """
+    if not isinstance(rule, UpdateRule):
+        raise TypeError(
+            f"rule must be a registered rule name or a vk_adam.UpdateRule, not {type(rule).__name__}"
+        )
+    ref = _checked.get(id(rule))
+    if ref is not None and ref() is rule:
+        return
+    check_rule(rule)
+    _remember_checked(rule)
 
 
 @dataclass
 class RuleRegistry:
-    """Every loaded update rule by name, with what failed to load."""
+    """Every loaded update rule by name, with what failed to load.
+
+    ``conflicts`` maps a rule name that several plugins provide to their distributions, and
+    ``conflict_plugins`` to their plugin (entry-point) names, the names blocking takes.
+    """
 
     rules: dict[str, UpdateRule] = field(default_factory=dict)
     failures: list[PluginFailure] = field(default_factory=list)
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # name -> distributions
+    conflict_plugins: dict[str, list[str]] = field(default_factory=dict)  # name -> plugin names
     plugin_manager: pluggy.PluginManager | None = None
 
     def get(self, name: str) -> UpdateRule:
@@ -101,9 +256,16 @@ class RuleRegistry:
         key = name.lower()
         if key in self.conflicts:
             dists = " and ".join(self.conflicts[key])
+            plugins = self.conflict_plugins.get(key, [])
+            choices = " or ".join(
+                f"{plugin!r} (from {dist})"
+                for plugin, dist in zip(plugins, self.conflicts[key], strict=False)
+            )
+            first = plugins[0] if plugins else "<plugin name>"
             raise RuleRegistrationError(
-                f"two plugins provide an update rule named {key!r}: {dists}. Uninstall one, or "
-                f"block one with ${BLOCK_ENV}=<plugin name>."
+                f"two plugins provide an update rule named {key!r}: {dists}. Uninstall one, or block "
+                f"one by its plugin (entry-point) name, {choices}: e.g. ${BLOCK_ENV}={first} or "
+                f"vk_adam.reload_registry(blocked=[{first!r}])."
             )
         if key not in self.rules:
             failed = [f for f in self.failures if key in (f.plugin, f.error)]
@@ -121,50 +283,97 @@ def _vk_adam_distribution() -> str:
         return "vk-adam (source tree)"
 
 
+def _names(given: Iterable[str], argument: str, env: str) -> dict[str, str]:
+    """Plugin names from an argument and a comma-separated environment variable -> where from."""
+    if isinstance(given, str):  # a bare string would be split into letters
+        given = [given]
+    names = {n.strip(): f"the {argument}= argument" for n in given if n.strip()}
+    for n in os.environ.get(env, "").split(","):
+        if n.strip():
+            names.setdefault(n.strip(), f"${env}")
+    return names
+
+
+def _warn(message: str) -> None:
+    # stacklevel 3: the caller of load_registry (through this helper).
+    warnings.warn(message, PluginLoadWarning, stacklevel=3)
+
+
 def load_registry(
     blocked: Iterable[str] = (),
     *,
     entry_points: bool = True,
     extra_plugins: Iterable[object] = (),
+    allow_builtin_override: Iterable[str] = (),
 ) -> RuleRegistry:
     """Load built-in rules, entry-point plugins (unless blocked) and ``extra_plugins``.
 
-    ``blocked`` (plus ``$VK_ADAM_BLOCK_PLUGINS``) names plugins (entry-point names) to skip.
+    ``blocked`` (plus ``$VK_ADAM_BLOCK_PLUGINS``) names plugins (entry-point names) to skip; a
+    name that matches no plugin is reported with a :class:`PluginLoadWarning`.
+
+    The built-in rule names (adam, adamw, sgd) stay built in: an outside plugin's rule of one
+    of those names is refused with a warning naming its distribution, unless the plugin is
+    named in ``allow_builtin_override`` (or ``$VK_ADAM_ALLOW_BUILTIN_OVERRIDE``), in which
+    case its rule replaces the built-in one, ``vk_adam.Adam`` & co. included.
+
+    This returns a new registry; ``vk_adam.create`` and the optimizer classes use the
+    process-wide one, which :func:`reload_registry` replaces.
     """
-    blocked_names = {b.strip() for b in blocked if b.strip()}
-    blocked_names |= {b.strip() for b in os.environ.get(BLOCK_ENV, "").split(",") if b.strip()}
+    blocked_names = _names(blocked, "blocked", BLOCK_ENV)
+    override_names = _names(allow_builtin_override, "allow_builtin_override", BUILTIN_OVERRIDE_ENV)
     pm = pluggy.PluginManager(_hookspecs.PROJECT_NAME)
     pm.add_hookspecs(_hookspecs)
     registry = RuleRegistry(plugin_manager=pm)
     plugin_dists: dict[int, str] = {}  # id(plugin object) -> "distribution version"
+    known_plugins: set[str] = {BUILTIN_PLUGIN}  # every plugin name a user could block
     pm.register(_builtin_rules, name=BUILTIN_PLUGIN)
     for name in blocked_names:
-        pm.set_blocked(name)
+        if name != BUILTIN_PLUGIN:
+            pm.set_blocked(name)
+    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    known_plugins |= {ep.name for ep in found}
     if entry_points:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in blocked_names or pm.is_registered(ep.name) or pm.has_plugin(ep.name):
-                continue
+        loaded_from: dict[str, str] = {}  # entry-point name -> distribution that registered it
+        for ep in found:
             dist = f"{ep.dist.metadata['name']} {ep.dist.version}" if ep.dist else "unknown"
+            if ep.name in blocked_names:
+                continue
+            if ep.name in loaded_from:
+                if loaded_from[ep.name] != dist:
+                    # Blocking goes by entry-point name, so two plugins sharing one cannot be told
+                    # apart: say so rather than dropping one silently.
+                    registry.failures.append(
+                        PluginFailure(ep.name, dist, f"entry-point name also used by {loaded_from[ep.name]}")
+                    )
+                    _warn(
+                        f"vk-adam plugin {ep.name!r} ({dist}) is skipped: {loaded_from[ep.name]} already "
+                        "registered a plugin with that entry-point name; uninstall one of them"
+                    )
+                continue
             try:
                 plugin = ep.load()
                 pm.register(plugin, name=ep.name)
             except Exception as exc:
                 registry.failures.append(PluginFailure(ep.name, dist, f"{type(exc).__name__}: {exc}"))
-                warnings.warn(
-                    f"vk-adam plugin {ep.name!r} ({dist}) failed to load and is skipped: {exc}",
-                    PluginLoadWarning,
-                    stacklevel=2,
-                )
+                _warn(f"vk-adam plugin {ep.name!r} ({dist}) failed to load and is skipped: {exc}")
                 continue
+            loaded_from[ep.name] = dist
             plugin_dists[id(plugin)] = dist
     for index, extra in enumerate(extra_plugins):
-        pm.register(extra, name=getattr(extra, "__name__", f"extra-plugin-{index}"))
+        extra_name = getattr(extra, "__name__", f"extra-plugin-{index}")
+        known_plugins.add(extra_name)
+        pm.register(extra, name=extra_name)  # a blocked name registers nothing (pluggy)
 
     builtin_dist = _vk_adam_distribution()
-    origin: dict[str, str] = {}
-    for impl in pm.hook.vk_adam_rules.get_hookimpls():
+    builtin_names = {r.name.lower() for r in _builtin_rules.vk_adam_rules()}
+    origin: dict[str, tuple[str, str]] = {}  # rule name -> (plugin name, distribution)
+    # Built-ins first, whatever order pluggy keeps, so that their names are taken before any
+    # outside plugin asks for them.
+    impls = sorted(pm.hook.vk_adam_rules.get_hookimpls(), key=lambda i: i.plugin is not _builtin_rules)
+    for impl in impls:
         plugin_name = pm.get_name(impl.plugin) or "?"
-        if impl.plugin is _builtin_rules:
+        is_builtin = impl.plugin is _builtin_rules
+        if is_builtin:
             dist = builtin_dist
         else:
             dist = plugin_dists.get(id(impl.plugin)) or (
@@ -174,11 +383,7 @@ def load_registry(
             provided: list[object] = list(impl.function())  # type: ignore[call-overload]
         except Exception as exc:
             registry.failures.append(PluginFailure(plugin_name, dist, f"{type(exc).__name__}: {exc}"))
-            warnings.warn(
-                f"vk-adam plugin {plugin_name!r} ({dist}) raised in vk_adam_rules: {exc}",
-                PluginLoadWarning,
-                stacklevel=2,
-            )
+            _warn(f"vk-adam plugin {plugin_name!r} ({dist}) raised in vk_adam_rules: {exc}")
             continue
         for rule in provided:
             if not isinstance(rule, UpdateRule):
@@ -186,23 +391,63 @@ def load_registry(
                     PluginFailure(plugin_name, dist, f"returned {type(rule).__name__}, not UpdateRule")
                 )
                 continue
-            key = rule.name.lower()
-            try:
-                check_rule(rule)
-            except RuleRegistrationError as exc:
-                registry.failures.append(PluginFailure(plugin_name, dist, str(exc)))
-                warnings.warn(
-                    f"vk-adam rule from {plugin_name!r} ({dist}) rejected: {exc}",
-                    PluginLoadWarning,
-                    stacklevel=2,
+            key = str(rule.name).lower()
+            if not is_builtin and key in builtin_names and plugin_name not in override_names:
+                error = (
+                    f"provides a rule named {key!r}, which is a built-in vk-adam rule: the built-in "
+                    f"is kept. To let this plugin replace it, set ${BUILTIN_OVERRIDE_ENV}={plugin_name} "
+                    f"or pass load_registry(allow_builtin_override=[{plugin_name!r}])"
                 )
+                registry.failures.append(PluginFailure(plugin_name, dist, error))
+                _warn(f"vk-adam plugin {plugin_name!r} ({dist}) {error}")
                 continue
+            try:
+                check_rule_object(rule)
+            except Exception as exc:  # one bad rule never stops the others from loading
+                registry.failures.append(PluginFailure(plugin_name, dist, str(exc)))
+                _warn(f"vk-adam rule from {plugin_name!r} ({dist}) rejected: {exc}")
+                continue
+            if key in origin and origin[key][0] == BUILTIN_PLUGIN and not is_builtin:
+                del origin[key]  # an opted-in override (checked above) replaces the built-in
+                registry.rules.pop(key, None)
             if key in origin or key in registry.conflicts:
-                registry.conflicts.setdefault(key, [origin[key]] if key in origin else []).append(dist)
+                if key in origin:
+                    registry.conflicts[key] = [origin[key][1]]
+                    registry.conflict_plugins[key] = [origin[key][0]]
+                registry.conflicts[key].append(dist)
+                registry.conflict_plugins[key].append(plugin_name)
+                origin.pop(key, None)
                 registry.rules.pop(key, None)
                 continue
-            origin[key] = dist
-            registry.rules[key] = replace(rule, distribution=dist)
+            origin[key] = (plugin_name, dist)
+            registered = replace(rule, distribution=dist, plugin=plugin_name)
+            _remember_checked(registered)  # the same rule, already checked: Optimizer skips it
+            registry.rules[key] = registered
+
+    outside_plugins = ", ".join(sorted(known_plugins - {BUILTIN_PLUGIN})) or "none installed"
+    for name, source in override_names.items():
+        if name not in known_plugins or name == BUILTIN_PLUGIN:
+            _warn(
+                f"{source} names {name!r}, but no vk-adam plugin is called that; it allows nothing. "
+                f"Name plugins by entry-point name (`vk-adam rules` shows it): {outside_plugins}."
+            )
+    for name, source in blocked_names.items():
+        if name in known_plugins and name != BUILTIN_PLUGIN:
+            continue
+        if name == BUILTIN_PLUGIN or name in builtin_names:
+            _warn(f"{source} names {name!r}: vk-adam's built-in rules cannot be blocked")
+        else:
+            hint = ""
+            if name.lower() in registry.rules:
+                hint = (
+                    f" {name!r} is a rule name; its plugin is {registry.rules[name.lower()].plugin!r}: "
+                    "block that."
+                )
+            _warn(
+                f"{source} names {name!r}, but no vk-adam plugin is called that; it blocks nothing. "
+                f"Plugins are blocked by entry-point name (`vk-adam rules` shows it): "
+                f"{outside_plugins}.{hint}"
+            )
     return registry
 
 
@@ -217,8 +462,11 @@ def default_registry() -> RuleRegistry:
     return _default
 
 
-def reload_registry(blocked: Iterable[str] = ()) -> RuleRegistry:
-    """Reload the process-wide registry (after installing a plugin, or to block one)."""
+def reload_registry(
+    blocked: Iterable[str] = (), *, allow_builtin_override: Iterable[str] = ()
+) -> RuleRegistry:
+    """Reload the process-wide registry, the one ``vk_adam.create`` and the optimizer classes
+    use (after installing a plugin, to block one, or to let one replace a built-in rule)."""
     global _default
-    _default = load_registry(blocked)
+    _default = load_registry(blocked, allow_builtin_override=allow_builtin_override)
     return _default

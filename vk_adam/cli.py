@@ -35,7 +35,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from ._registry import load_registry
+    from ._registry import BLOCK_ENV, BUILTIN_PLUGIN, load_registry
 
     registry = load_registry(args.block or ())
     rows = []
@@ -45,6 +45,8 @@ def _cmd_rules(args: argparse.Namespace) -> int:
             {
                 "rule": name,
                 "distribution": rule.distribution,
+                # The entry-point name: what --block and $VK_ADAM_BLOCK_PLUGINS take.
+                "plugin": rule.plugin,
                 "hyperparameters": hyper,
                 "description": rule.description,
             }
@@ -56,18 +58,27 @@ def _cmd_rules(args: argparse.Namespace) -> int:
                     "rules": rows,
                     "failures": [f.__dict__ for f in registry.failures],
                     "conflicts": registry.conflicts,
+                    "conflict_plugins": registry.conflict_plugins,
                 },
                 indent=2,
             )
         )
         return 0
     for row in rows:
-        print(f"{row['rule']:<10} from {row['distribution']}")
+        plugin = "built in" if row["plugin"] == BUILTIN_PLUGIN else f"plugin {row['plugin']!r}"
+        print(f"{row['rule']:<10} from {row['distribution']} ({plugin})")
         if row["description"]:
             print(f"           {row['description']}")
         print(f"           {row['hyperparameters']}")
     for name, dists in registry.conflicts.items():
-        print(f"{name:<10} CONFLICT: provided by {' and '.join(dists)} (unusable until one is removed)")
+        plugins = registry.conflict_plugins.get(name, [])
+        providers = " and ".join(
+            f"{dist} (plugin {plugin!r})" for dist, plugin in zip(dists, plugins, strict=False)
+        )
+        print(
+            f"{name:<10} CONFLICT: provided by {providers}; unusable until one is removed or blocked "
+            f"(${BLOCK_ENV}=<plugin>)"
+        )
     for failure in registry.failures:
         print(f"{failure.plugin:<10} FAILED ({failure.distribution}): {failure.error}")
     return 0
@@ -97,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=_cmd_info)
 
     rules = sub.add_parser("rules", help="list registered update rules and their plugins")
-    rules.add_argument("--block", action="append", help="plugin name not to load (repeatable)")
+    rules.add_argument("--block", action="append", help="plugin (entry-point) name not to load (repeatable)")
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=_cmd_rules)
 

@@ -24,7 +24,9 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +35,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._device import kp_module
+from ._errors import OptimizerClosedError
 from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
+from ._runtime import Runtime
 
 Array = npt.NDArray[Any]
 
@@ -58,7 +61,7 @@ DEFAULT_PATH_TEMPLATE = "model.layers.{layer}.self_attn.{module}"
 PEFT_PREFIX = "base_model.model."
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
-CHECKPOINT_FORMAT = "vk-adam-checkpoint/1"
+CHECKPOINT_FORMAT = "vk-adam-checkpoint/2"
 
 
 class PeftFormatError(ValueError):
@@ -66,7 +69,10 @@ class PeftFormatError(ValueError):
 
 
 class CheckpointError(ValueError):
-    """A checkpoint is truncated, corrupted, or does not match the run being resumed."""
+    """A checkpoint is truncated, corrupted, or does not match the run being resumed.
+
+    The one error :func:`load_checkpoint` raises for a bad file; when it does, nothing changed.
+    """
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class LoRAAdapter:
         self.flat_grads: F32 = np.zeros(offset, np.float32)
         #: The weights on the application's device, after ``optimizer(manager=...)``.
         self.device_params: Any = None
-        self._manager: Any = None
+        self._runtime: Any = None  # the Runtime on the application's manager, once on the device
 
     # -- construction ----------------------------------------------------------------------
 
@@ -237,8 +243,8 @@ class LoRAAdapter:
         """
         if manager is None:
             return Optimizer([self.flat_params], rule, **kwargs)
-        self.device_params = manager.tensor(self.flat_params.copy())
-        self._manager = manager
+        self._runtime = Runtime(manager=manager)
+        self.device_params = self._runtime.buffer(self.flat_params)
         self.push_params()
         return Optimizer([self.device_params], rule, manager=manager, **kwargs)
 
@@ -246,20 +252,13 @@ class LoRAAdapter:
         """Copy ``flat_params`` to ``device_params`` (after editing weights on the host)."""
         if self.device_params is not None:
             self.device_params.data()[:] = self.flat_params
-            self._sync(kp_module().OpTensorSyncDevice([self.device_params]))
+            self._runtime.run([self._runtime.upload_op([self.device_params])])
 
     def pull_params(self) -> None:
         """Copy ``device_params`` back into ``flat_params`` (and so into every weight view)."""
         if self.device_params is not None:
-            self._sync(kp_module().OpTensorSyncLocal([self.device_params]))
+            self._runtime.run([self._runtime.download_op([self.device_params])])
             self.flat_params[:] = self.device_params.data()
-
-    def _sync(self, op: Any) -> None:
-        seq = self._manager.sequence()
-        try:
-            seq.eval(op)
-        finally:
-            seq.destroy()
 
     # -- PEFT files ------------------------------------------------------------------------------
 
@@ -389,40 +388,116 @@ def _natural_key(text: str) -> list[Any]:
 def update_lora_adapter(
     adapter: LoRAAdapter,
     optimizer: Optimizer,
-    grads: Mapping[str, Array] | None = None,
+    grads: Mapping[str, Any] | None = None,
     *,
     wait: bool = True,
 ) -> StepHandle:
     """Step every A and B of every layer in one dispatch (the original ``updateLoRAAdapter``).
 
-    ``grads``: optional PEFT key -> gradient; they are copied into ``adapter.flat_grads``
-    (all checked first: unknown keys or wrong shapes raise and change nothing). Without it the
-    gradients already in ``adapter.flat_grads`` are used. Gradients are consumed: the flat
-    gradient buffer is zeroed afterwards when the optimizer zeroes gradients.
+    ``grads``: optional PEFT key -> gradient (NumPy array or torch tensor), copied into
+    ``adapter.flat_grads``. Without it the gradients already in ``adapter.flat_grads`` are used
+    (for a device-resident adapter: those in ``opt.grad_buffer()``). Gradients are consumed: the
+    flat gradient buffer is zeroed afterwards when the optimizer zeroes gradients.
+
+    Every gradient is checked before any is written, with :meth:`Optimizer.step`'s rules:
+    float32 is used as is; other float dtypes (torch's bfloat16 included) are converted with a
+    warning; integer, bool, complex, string and object arrays, and torch tensors that require
+    grad, raise TypeError; an unknown key or a wrong shape raises ValueError. A closed optimizer
+    raises OptimizerClosedError, also before anything is written. If the step itself raises,
+    the gradients written are taken back: a call that raises changes nothing.
     """
+    if optimizer.closed:
+        raise OptimizerClosedError("this optimizer was closed; create a new one")
+    on_device = _steps_adapter(adapter, optimizer)
+    writes = _checked_grads(adapter, grads) if grads is not None else []
+    if on_device and grads is None:
+        return optimizer.step(wait=wait)  # gradients already in opt.grad_buffer(), on the device
+    flat = adapter.flat_grads
+    previous = [(offset, flat[offset : offset + value.size].copy()) for offset, value in writes]
+    for offset, value in writes:
+        flat[offset : offset + value.size] = value
+    try:
+        handle = optimizer.step([flat], wait=wait)
+    except BaseException:
+        # step() refused (say, a learning rate a schedule set out of range): take the gradients
+        # back, or the next update would apply them on top of the ones it is given.
+        for offset, old in previous:
+            flat[offset : offset + old.size] = old
+        raise
+    if optimizer.zeroes_grad and not handle.skipped:
+        flat[...] = 0.0  # the host mirror of the buffer the shader zeroed
+    return handle
+
+
+def _steps_adapter(adapter: LoRAAdapter, optimizer: Optimizer) -> bool:
+    """Whether ``optimizer`` steps the adapter's device copy (True) or its host buffer (False);
+    ValueError when it was made for something else."""
     target = optimizer.param_groups[0]["params"][0]
     on_device = target is adapter.device_params and target is not None
     if target is not adapter.flat_params and not on_device:
         raise ValueError("this optimizer was not created for this adapter: use adapter.optimizer(...)")
-    if on_device and grads is None:
-        return optimizer.step(wait=wait)  # gradients already in opt.grad_buffer(), on the device
-    if grads is not None:
-        slices = adapter.slices()
-        unknown = sorted(set(grads) - set(slices))
-        if unknown:
-            raise ValueError(f"gradients for unknown LoRA tensors: {unknown[:5]}")
-        for key, value in grads.items():
-            if np.shape(value) != slices[key][1]:
-                raise ValueError(f"gradient for {key} has shape {np.shape(value)}; expected {slices[key][1]}")
-        for key, value in grads.items():
-            offset, shape = slices[key]
-            adapter.flat_grads[offset : offset + shape[0] * shape[1]] = np.asarray(value, np.float32).reshape(
-                -1
+    return on_device
+
+
+def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple[int, F32]]:
+    """Every gradient of ``grads`` checked and made float32: (flat offset, flattened values).
+
+    Nothing is written here, so a bad gradient at any key leaves the flat buffer as it was.
+    """
+    if not isinstance(grads, Mapping):
+        raise TypeError(
+            f"grads must map PEFT keys (see adapter.slices()) to gradients; got {type(grads).__name__}"
+        )
+    slices = adapter.slices()
+    unknown = sorted((key for key in grads if key not in slices), key=repr)
+    if unknown:
+        raise ValueError(f"gradients for unknown LoRA tensors: {unknown[:5]}")
+    out: list[tuple[int, F32]] = []
+    for key, value in grads.items():
+        offset, shape = slices[key]
+        array = _grad_array(key, value, shape)
+        if np.may_share_memory(array, adapter.flat_grads):
+            # A view of the flat buffer itself (say, another key's slice): read it before any
+            # write can overwrite it.
+            array = array.copy()
+        out.append((offset, array.reshape(-1)))
+    return out
+
+
+def _grad_array(key: str, value: Any, shape: tuple[int, int]) -> F32:
+    """One gradient as a float32 array of ``shape``, under the dtype rules of Optimizer.step."""
+    torch = sys.modules.get("torch")  # a torch tensor can only exist if torch was imported
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            raise TypeError(f"gradient for {key} is a torch tensor that requires grad; pass tensor.detach()")
+        if tuple(value.shape) != shape:
+            raise ValueError(f"gradient for {key} has shape {tuple(value.shape)}; expected {shape}")
+        if value.dtype != torch.float32:
+            if not value.is_floating_point():
+                raise TypeError(f"gradient for {key} has dtype {value.dtype}; expected float32")
+            warnings.warn(
+                f"gradient for {key} is {value.dtype}; converting to float32 (pass float32 to avoid "
+                "the copy)",
+                stacklevel=4,
             )
-    handle = optimizer.step([adapter.flat_grads], wait=wait)
-    if optimizer.zeroes_grad and not handle.skipped:
-        adapter.flat_grads[...] = 0.0  # the host mirror of the buffer the shader zeroed
-    return handle
+            value = value.to(torch.float32)
+        array: Array = value.cpu().numpy()
+        return array
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"gradient for {key} is not an array ({exc}); expected float32 {shape}") from None
+    if array.shape != shape:
+        raise ValueError(f"gradient for {key} has shape {array.shape}; expected {shape}")
+    if array.dtype != np.float32:
+        if not np.issubdtype(array.dtype, np.floating):
+            raise TypeError(f"gradient for {key} has dtype {array.dtype}; expected float32")
+        warnings.warn(
+            f"gradient for {key} is {array.dtype}; converting to float32 (pass float32 to avoid the copy)",
+            stacklevel=4,
+        )
+        array = array.astype(np.float32)
+    return array
 
 
 # -- optimizer state by parameter name --------------------------------------------------------
@@ -549,11 +624,57 @@ def import_torch_adamw_state(
 
 
 # -- checkpoints ---------------------------------------------------------------------------------
+#
+# A checkpoint is a safetensors file: tensors ``param/<peft key>`` and ``state/<name>/<peft key>``
+# (float32), and two metadata entries: ``vk_adam`` (JSON: format, rule, step, hyperparameters,
+# LoRA config, module layout, RNG state, extra) and ``vk_adam_sha256``, the SHA-256 of the whole
+# file as written with those 64 hex digits set to "0". The checksum so covers every byte that
+# loading reads: the header, both metadata entries and all tensor data.
+
+#: Metadata key of the whole-file checksum.
+CHECKSUM_KEY = "vk_adam_sha256"
+# Where the digest sits in the header: serialised metadata keys are JSON strings, and a quote
+# inside any other key or value is escaped, so this pattern can only match the key itself.
+_CHECKSUM_FIELD = re.compile(rf'"{re.escape(CHECKSUM_KEY)}"\s*:\s*"'.encode())
+_CHECKSUM_PLACEHOLDER = b"0" * 64
+#: Formats whose metadata is not covered by their checksum: refused, as they cannot be verified.
+UNVERIFIABLE_FORMATS = ("vk-adam-checkpoint/1",)
+# Bigger integers are not exactly representable as the float the optimizer stores its step in.
+_MAX_EXACT_INT = 2**53
+
+
+def _temp_file_pattern(path: Path) -> re.Pattern[str]:
+    # mkstemp's random part has no dots, so the temp files of another checkpoint whose name
+    # starts with this one's (``c.safetensors.bak``) never match.
+    return re.compile(rf"\.{re.escape(path.name)}\.[A-Za-z0-9_]+\.tmp")
+
+
+def _remove_orphaned_temp_files(path: Path) -> None:
+    """Delete temp files that an interrupted write of ``path`` (say, a SIGKILL) left behind.
+
+    One writer per file is assumed: a concurrent save of the same path would lose its temp file.
+    """
+    pattern = _temp_file_pattern(path)
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return  # no folder (yet), or unreadable: nothing we could clean
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass  # best effort: a stale temp file must not stop a save or a load
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder, fsync, rename: readers see old or new, never half."""
+    """Write via a temp file in the same folder, fsync, rename: readers see old or new, never half.
+
+    Temp files that an earlier, killed write of ``path`` left are removed first; this write's
+    own temp file is removed if it fails.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphaned_temp_files(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -571,12 +692,43 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _digest(tensors: Mapping[str, Array]) -> str:
+def _checksum_position(data: bytes) -> int | None:
+    """Offset of the 64 hex digits of the checksum in a safetensors file, or None if it has none.
+
+    Raises CheckpointError for a file too short for its own header, or with two checksums.
+    """
+    if len(data) < 8:
+        raise CheckpointError(f"the file has {len(data)} bytes: it is truncated")
+    header_size = int.from_bytes(data[:8], "little")
+    if header_size > len(data) - 8:
+        raise CheckpointError(
+            f"its header claims {header_size} bytes and the file has {len(data)}: it is truncated "
+            "or corrupted"
+        )
+    fields = list(_CHECKSUM_FIELD.finditer(data, 8, 8 + header_size))
+    if not fields:
+        return None
+    if len(fields) > 1:
+        raise CheckpointError("its header holds two checksums: it is corrupted")
+    return fields[0].end()
+
+
+def _file_digest(data: bytes, position: int) -> bytes:
+    """SHA-256 (hex) of ``data`` with the 64 bytes at ``position`` read as "0"s."""
+    view = memoryview(data)
     h = hashlib.sha256()
-    for key in sorted(tensors):
-        h.update(key.encode())
-        h.update(np.ascontiguousarray(tensors[key]).tobytes())
-    return h.hexdigest()
+    h.update(view[:position])
+    h.update(_CHECKSUM_PLACEHOLDER)
+    h.update(view[position + 64 :])
+    return h.hexdigest().encode()
+
+
+def _seal(data: bytes) -> bytes:
+    """Fill in the checksum of a file serialised with the placeholder digest."""
+    position = _checksum_position(data)
+    if position is None or data[position : position + 64] != _CHECKSUM_PLACEHOLDER:
+        raise RuntimeError("safetensors wrote the checkpoint's header in a layout vk-adam does not know")
+    return data[:position] + _file_digest(data, position) + data[position + 64 :]
 
 
 def save_checkpoint(
@@ -588,9 +740,15 @@ def save_checkpoint(
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Save adapter weights, optimizer state, step, hyperparameters and RNG state, keyed by
-    parameter name, to one safetensors file, atomically (temp file, fsync, rename)."""
+    parameter name, to one safetensors file, atomically (temp file, fsync, rename).
+
+    A SHA-256 of the whole file (metadata included) is stored in it; :func:`load_checkpoint`
+    verifies it. Temp files left by an earlier, interrupted save of ``path`` are removed.
+    ``extra`` must be JSON-serialisable.
+    """
     from safetensors.numpy import save
 
+    _steps_adapter(adapter, optimizer)
     step, state = _state_by_name(adapter, optimizer)
     adapter.pull_params()
     tensors: dict[str, Array] = {}
@@ -608,16 +766,21 @@ def save_checkpoint(
         "modules": [[m.path, m.in_features, m.out_features, m.rank] for m in adapter.modules],
         "rng": rng.bit_generator.state if rng is not None else None,
         "extra": dict(extra or {}),
-        "sha256": _digest(tensors),
+    }
+    metadata = {
+        "vk_adam": json.dumps(meta, default=_json_default),
+        CHECKSUM_KEY: _CHECKSUM_PLACEHOLDER.decode(),
     }
     path = Path(path)
-    _atomic_write(path, save(tensors, metadata={"vk_adam": json.dumps(meta, default=_json_default)}))
+    _atomic_write(path, _seal(save(tensors, metadata=metadata)))
     return path
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.integer, np.floating)):
+    if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
+    if isinstance(obj, np.ndarray):  # e.g. Philox's RNG state holds arrays
+        return obj.tolist()
     if isinstance(obj, tuple):
         return list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
@@ -632,6 +795,17 @@ class Checkpoint:
     extra: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _VerifiedCheckpoint:
+    """A checkpoint checked against the adapter and optimizer: applying it cannot fail on its content."""
+
+    step: int
+    state_dict: dict[str, Any]
+    flat_params: F32
+    rng_state: dict[str, Any] | None
+    extra: dict[str, Any]
+
+
 def load_checkpoint(
     path: str | Path,
     adapter: LoRAAdapter,
@@ -641,57 +815,275 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Restore a :func:`save_checkpoint` file into ``adapter``/``optimizer`` (and ``rng``).
 
-    Everything is verified (format, checksum, rule, module names and shapes) before anything
-    changes; a truncated, corrupted or mismatched file raises CheckpointError.
-    """
-    from safetensors import SafetensorError, safe_open
+    Everything is verified before anything changes: the whole-file checksum, then the format,
+    rule, step, hyperparameters (valid, and selecting the optimizer's shader), the LoRA rank,
+    ``lora_alpha`` and ``use_rslora`` (the adapter's scale), the module layout, the name, dtype
+    and shape of every tensor, and the RNG state (it must be for ``rng``'s bit generator; a
+    checkpoint saved without one cannot restore ``rng``). A truncated, corrupted or mismatched
+    file raises :class:`CheckpointError`, and then the adapter's weights, the optimizer's state,
+    step and hyperparameters, and ``rng`` are exactly as they were. Files of format
+    ``vk-adam-checkpoint/1`` (whose checksum did not cover their metadata) are refused.
+    Temp files left by an interrupted save of ``path`` are removed.
 
+    A closed optimizer raises OptimizerClosedError; an optimizer that was not made by
+    ``adapter.optimizer(...)`` raises ValueError.
+    """
+    if optimizer.closed:
+        raise OptimizerClosedError("this optimizer was closed; create a new one")
+    _steps_adapter(adapter, optimizer)
     path = Path(path)
+    _remove_orphaned_temp_files(path)
     try:
-        with safe_open(str(path), framework="numpy") as f:
-            raw_meta = (f.metadata() or {}).get("vk_adam")
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        verified = _verify_checkpoint(path, adapter, optimizer, rng)
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        # A file whose checksum matches but whose content breaks a rule no check above names
+        # (a hand-made file, or a bug): still the one documented error, and nothing changed.
+        raise CheckpointError(f"{path} is malformed ({type(exc).__name__}: {exc})") from exc
+    # Verified: apply. The optimizer's load goes first (it is all-or-nothing itself); the rest
+    # cannot fail on the checkpoint's content.
+    try:
+        optimizer.load_state_dict(verified.state_dict)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: the optimizer refused its state ({exc})") from exc
+    adapter.flat_params[...] = verified.flat_params
+    adapter.push_params()
+    if rng is not None and verified.rng_state is not None:  # verified: not None when rng is given
+        rng.bit_generator.state = verified.rng_state
+    return Checkpoint(verified.step, verified.rng_state, verified.extra)
+
+
+def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, Array]]:
+    """The metadata and tensors of a checkpoint file whose whole-file checksum matches."""
+    from safetensors.numpy import load
+
+    try:
+        data = path.read_bytes()
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} not found") from None
-    except (SafetensorError, OSError, ValueError) as exc:
+    except OSError as exc:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {exc}") from None
+    try:
+        position = _checksum_position(data)
+    except CheckpointError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}; keep using the previous one") from None
+    if position is None:
+        fmt = _unverified_format(data)
+        if fmt in UNVERIFIABLE_FORMATS:
+            raise CheckpointError(
+                f"{path} is a {fmt} checkpoint, from an earlier vk-adam: its checksum does not cover "
+                "its metadata (step, hyperparameters, RNG), so it cannot be verified and is refused; "
+                "resume from a checkpoint saved by this version"
+            )
         raise CheckpointError(
-            f"checkpoint {path} is truncated or corrupted ({exc}); keep using the previous one"
-        ) from None
-    if raw_meta is None:
+            f"{path} carries no vk-adam checksum: it is not a vk-adam checkpoint, or it is corrupted"
+        )
+    stored = data[position : position + 64]
+    if stored != _file_digest(data, position):
+        raise CheckpointError(
+            f"{path}: checksum mismatch: the file is truncated or corrupted; keep using the previous "
+            "checkpoint"
+        )
+    # From here the bytes are exactly what save_checkpoint wrote (or a hand-made file whose
+    # checksum was recomputed): the checks below guard against the latter.
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    raw_meta = metadata.get("vk_adam") if isinstance(metadata, dict) else None
+    if not isinstance(raw_meta, str):
         raise CheckpointError(f"{path} is a safetensors file but not a vk-adam checkpoint")
     meta = json.loads(raw_meta)
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: its metadata is not a JSON object")
+    return meta, load(data)
+
+
+def _unverified_format(data: bytes) -> str | None:
+    """The format a file without a checksum claims to be (only to word the error), or None."""
+    try:
+        header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+        fmt = json.loads(header["__metadata__"]["vk_adam"])["format"]
+    except Exception:
+        return None
+    return fmt if isinstance(fmt, str) else None
+
+
+def _verify_checkpoint(
+    path: Path, adapter: LoRAAdapter, optimizer: Optimizer, rng: np.random.Generator | None
+) -> _VerifiedCheckpoint:
+    """Check a checkpoint against ``adapter``/``optimizer``/``rng``; change nothing."""
+    meta, tensors = _read_verified(path)
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: unknown checkpoint format {meta.get('format')!r}")
-    if meta.get("sha256") != _digest(tensors):
-        raise CheckpointError(f"{path}: checksum mismatch (corrupted); keep using the previous checkpoint")
+    missing_fields = [k for k in ("rule", "step", "hyperparameters", "adapter", "modules") if k not in meta]
+    if missing_fields:
+        raise CheckpointError(f"{path}: its metadata lacks {missing_fields}")
     if meta["rule"] != optimizer.rule.name:
         raise CheckpointError(
             f"{path} was written by rule {meta['rule']!r}; this optimizer runs {optimizer.rule.name!r}"
         )
-    saved_modules = [tuple(m) for m in meta["modules"]]
-    current = [(m.path, m.in_features, m.out_features, m.rank) for m in adapter.modules]
-    if saved_modules != current:
-        missing = sorted({m[0] for m in current} - {m[0] for m in saved_modules})
-        unknown = sorted({m[0] for m in saved_modules} - {m[0] for m in current})
+    step = meta["step"]
+    if not _is_int(step) or not 0 <= step <= _MAX_EXACT_INT:
+        raise CheckpointError(f"{path}: step {step!r} is not a whole number >= 0")
+    _verify_lora_config(path, adapter, meta["adapter"])
+    saved_modules = meta["modules"] if isinstance(meta["modules"], list) else []
+    current = [[m.path, m.in_features, m.out_features, m.rank] for m in adapter.modules]
+    # (equal lists can still differ in kind: JSON's true compares equal to a size of 1)
+    if saved_modules != current or not all(_is_int(v) for m in saved_modules for v in m[1:]):
+        saved_paths = {m[0] for m in saved_modules if isinstance(m, list) and m and isinstance(m[0], str)}
+        current_paths = {m.path for m in adapter.modules}
         raise CheckpointError(
-            f"{path} holds a different adapter layout (missing modules {missing[:4]}, unknown "
-            f"{unknown[:4]}, or different shapes)"
+            f"{path} holds a different adapter layout (missing modules "
+            f"{sorted(current_paths - saved_paths)[:4]}, unknown {sorted(saved_paths - current_paths)[:4]}, "
+            "or different shapes)"
         )
-    params = {k[len("param/") :]: v for k, v in tensors.items() if k.startswith("param/")}
-    state: dict[str, dict[str, Array]] = {}
-    for k, v in tensors.items():
-        if k.startswith("state/"):
-            _, name, key = k.split("/", 2)
-            state.setdefault(key, {})[name] = v
+    options = _verify_hyperparameters(path, optimizer, meta["hyperparameters"])
+    rng_state = _verify_rng_state(path, meta.get("rng"), rng)
+    extra = meta.get("extra", {})
+    if not isinstance(extra, dict):
+        raise CheckpointError(f"{path}: 'extra' is {type(extra).__name__}; expected a JSON object")
+
+    # Tensors: exactly the adapter's params, and the rule's state once a step was taken.
     slices = adapter.slices()
-    if set(params) != set(slices):
-        raise CheckpointError(f"{path}: parameter names differ from the adapter's")
-    # Verified: apply (the optimizer's own load is itself all-or-nothing, and goes first).
-    _load_state_by_name(adapter, optimizer, int(meta["step"]), state, meta["hyperparameters"])
-    for key, value in params.items():
-        offset, shape = slices[key]
-        adapter.flat_params[offset : offset + shape[0] * shape[1]] = value.reshape(-1)
-    adapter.push_params()
-    if rng is not None and meta.get("rng") is not None:
-        rng.bit_generator.state = meta["rng"]
-    return Checkpoint(int(meta["step"]), meta.get("rng"), dict(meta.get("extra") or {}))
+    names = optimizer.rule.state_names(options) if step > 0 else ()
+    expected: dict[str, tuple[int, int]] = {}
+    for key, (_, shape) in slices.items():
+        expected[f"param/{key}"] = shape
+        expected.update({f"state/{name}/{key}": shape for name in names})
+    missing = sorted(set(expected) - set(tensors))
+    unknown = sorted(set(tensors) - set(expected))
+    if missing or unknown:
+        raise CheckpointError(
+            f"{path} does not match this adapter and optimizer at step {step}: missing tensors "
+            f"{missing[:3]}, unexpected tensors {unknown[:3]}"
+        )
+    for name, shape in expected.items():
+        value = tensors[name]
+        if value.dtype != np.float32 or value.shape != shape:
+            raise CheckpointError(
+                f"{path}: tensor {name} is {value.dtype} {list(value.shape)}; expected float32 {list(shape)}"
+            )
+    flat_params = adapter.flat_params.copy()  # keeps the alignment padding between tensors
+    flat_state = {name: np.zeros(adapter.flat_params.size, np.float32) for name in names}
+    for key, (offset, shape) in slices.items():
+        end = offset + shape[0] * shape[1]
+        flat_params[offset:end] = tensors[f"param/{key}"].reshape(-1)
+        for name in names:
+            flat_state[name][offset:end] = tensors[f"state/{name}/{key}"].reshape(-1)
+
+    # The state dict for Optimizer.load_state_dict: group 0 is the adapter's flat buffer.
+    groups = []
+    start = 0
+    for index, group in enumerate(optimizer.param_groups):
+        opts = options if index == 0 else {k: v for k, v in group.items() if k != "params"}
+        groups.append({**opts, "params": list(range(start, start + len(group["params"])))})
+        start += len(group["params"])
+    state: dict[int, dict[str, Any]] = {0: {"step": float(step), **flat_state}} if step > 0 else {}
+    return _VerifiedCheckpoint(
+        step, {"state": state, "param_groups": groups}, flat_params, rng_state, dict(extra)
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _verify_lora_config(path: Path, adapter: LoRAAdapter, config: Any) -> None:
+    """The saved LoRA rank and scale settings must be the adapter's: a checkpoint trained with
+    another ``alpha`` or ``use_rslora`` would resume with another scale."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: its LoRA config is not a JSON object")
+    rank, alpha, rslora = config.get("r"), config.get("lora_alpha"), config.get("use_rslora")
+    if not _is_int(rank) or rank != adapter.rank:
+        raise CheckpointError(f"{path} holds a rank-{rank!r} adapter; this adapter has rank {adapter.rank}")
+    if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool)) or alpha != adapter.alpha:
+        raise CheckpointError(
+            f"{path} was saved with lora_alpha={alpha!r}; this adapter has lora_alpha={adapter.alpha} "
+            f"(scale {adapter.scale}): create the adapter with the checkpoint's alpha"
+        )
+    if not isinstance(rslora, bool) or rslora != adapter.use_rslora:
+        raise CheckpointError(
+            f"{path} was saved with use_rslora={rslora!r}; this adapter has use_rslora={adapter.use_rslora} "
+            f"(scale {adapter.scale}): create the adapter with the checkpoint's setting"
+        )
+
+
+def _verify_hyperparameters(path: Path, optimizer: Optimizer, saved: Any) -> dict[str, Any]:
+    """The optimizer's hyperparameters with the saved ones merged in, each of the kind the
+    optimizer holds, valid for its rule, and selecting the same shader."""
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: its hyperparameters are not a JSON object")
+    rule = optimizer.rule
+    current = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+    unknown = sorted(set(saved) - set(current))
+    if unknown:
+        raise CheckpointError(f"{path}: hyperparameters {unknown[:5]} are unknown to rule {rule.name!r}")
+    options = dict(current)
+    for key, value in saved.items():
+        options[key] = _like(path, key, value, current[key])
+    try:
+        rule.validate(options)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path}: invalid hyperparameters ({exc})") from None
+    if rule.variant_for(options) is not rule.variant_for(current) or tuple(
+        rule.spec_constants(options)
+    ) != tuple(rule.spec_constants(current)):
+        changed = {k: v for k, v in saved.items() if options[k] != current[k]}
+        raise CheckpointError(
+            f"{path} was saved with options that select another shader (of {changed}); create the "
+            "optimizer with the options of the one that saved it"
+        )
+    return options
+
+
+def _like(path: Path, key: str, value: Any, current: Any) -> Any:
+    """A saved hyperparameter as the optimizer holds it (JSON has lists, not tuples); refuse one
+    of another kind (a string learning rate, a bool momentum, an int too big for a float)."""
+
+    def number(v: Any) -> bool:
+        return isinstance(v, float) or (_is_int(v) and abs(v) <= _MAX_EXACT_INT)
+
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(current, (int, float)):
+        ok = number(value)
+    elif isinstance(current, (tuple, list)):
+        ok = isinstance(value, list) and len(value) == len(current) and all(number(v) for v in value)
+        if ok:
+            value = type(current)(value)
+    else:
+        ok = type(value) is type(current)
+    if not ok:
+        raise CheckpointError(
+            f"{path}: hyperparameter {key!r} is {value!r}; expected a value like {current!r}"
+        )
+    return value
+
+
+def _verify_rng_state(path: Path, saved: Any, rng: np.random.Generator | None) -> dict[str, Any] | None:
+    """The saved RNG state, checked by loading it into a scratch bit generator of its kind."""
+    if saved is None:
+        if rng is not None:
+            raise CheckpointError(
+                f"{path} holds no RNG state (it was saved without rng=), so it cannot restore the "
+                "generator passed; load it with rng=None"
+            )
+        return None
+    name = saved.get("bit_generator") if isinstance(saved, dict) else None
+    kind = getattr(np.random, name, None) if isinstance(name, str) else None
+    if not (isinstance(kind, type) and issubclass(kind, np.random.BitGenerator)):
+        raise CheckpointError(f"{path}: unknown RNG bit generator {name!r}")
+    if rng is not None and type(rng.bit_generator) is not kind:
+        raise CheckpointError(
+            f"{path} holds a {name} RNG state; the generator passed uses {type(rng.bit_generator).__name__}"
+        )
+    try:
+        with warnings.catch_warnings():
+            # NumPy only warns (for now) about some out-of-range values: those are malformed too.
+            warnings.simplefilter("error")
+            scratch = kind()
+            scratch.state = saved
+    except Exception as exc:  # numpy raises ValueError, TypeError, KeyError or OverflowError
+        raise CheckpointError(f"{path}: its {name} RNG state is malformed ({exc})") from None
+    state: dict[str, Any] = saved
+    return state
