@@ -32,4 +32,4 @@ echo "== mypy"
 "$PY" -m mypy
 echo "== pytest"
 "$PY" -m vk_adam info
-"$PY" -m pytest tests plugins/vk-adam-lion/tests "$@"
+VK_ADAM_VALIDATION=1 "$PY" -m pytest tests plugins/vk-adam-lion/tests "$@"
