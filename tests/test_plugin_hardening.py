@@ -32,6 +32,8 @@ from vk_adam._builtin_rules import ADAM, SGD, sgd_reference
 from vk_adam.cli import main
 from vk_adam.testing import RuleConformanceError, check_rule
 
+from .test_registry import plugin
+
 ROOT = Path(__file__).resolve().parent.parent
 SPIRV = Path(__file__).resolve().parent / "spirv"
 DOCS = ROOT / "docs" / "plugins.md"
@@ -64,14 +66,7 @@ def simple_rule(
 
 
 def plugin_module(name: str, *rules: UpdateRule) -> types.ModuleType:
-    module = types.ModuleType(name)
-
-    @vk_adam.hookimpl
-    def vk_adam_rules():
-        return list(rules)
-
-    module.vk_adam_rules = vk_adam_rules  # type: ignore[attr-defined]
-    return module
+    return plugin(*rules, name=name)
 
 
 class FakeDistribution:

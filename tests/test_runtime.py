@@ -142,16 +142,22 @@ def test_an_application_shader_after_a_recorded_step_sees_its_update(rng, kp_man
         t.destroy()
 
 
-def test_waits_release_the_gil():
-    """A Python thread keeps running while the main thread waits for the GPU."""
+def _copy_workload(rt: Runtime, n: int = 1 << 22) -> tuple[object, object, object]:
+    """Two buffers of ``n`` floats and a dispatch of the copy shader between them: GPU work that
+    takes a while on lavapipe."""
     from vk_adam._spirv import load_spirv
 
-    rt = Runtime()
-    n = 1 << 22
     a, b = rt.buffer(np.ones(n, np.float32)), rt.buffer(np.zeros(n, np.float32))
     push = np.array([n // 4], np.uint32).view(np.float32)
     algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, (), 1)
-    ops = [rt.upload_op([a, b]), *[rt.dispatch_op(algo, push) for _ in range(20)]]
+    return a, b, rt.dispatch_op(algo, push)
+
+
+def test_waits_release_the_gil():
+    """A Python thread keeps running while the main thread waits for the GPU."""
+    rt = Runtime()
+    a, b, copy_op = _copy_workload(rt)
+    ops = [rt.upload_op([a, b]), *[copy_op] * 20]
     ticks = [0]
     stop = threading.Event()
 
@@ -177,14 +183,9 @@ def test_waits_release_the_gil():
 
 
 def test_a_timed_out_wait_can_be_awaited_again():
-    from vk_adam._spirv import load_spirv
-
     rt = Runtime()
-    n = 1 << 22
-    a, b = rt.buffer(np.ones(n, np.float32)), rt.buffer(np.zeros(n, np.float32))
-    push = np.array([n // 4], np.uint32).view(np.float32)
-    algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, (), 1)
-    pending = rt.submit([rt.upload_op([a, b]), *[rt.dispatch_op(algo, push) for _ in range(10)]])
+    a, b, copy_op = _copy_workload(rt)
+    pending = rt.submit([rt.upload_op([a, b]), *[copy_op] * 10])
     seq = pending._sequences[0]
     seq.eval_await(1)  # 1 ns: times out, the sequence stays running
     assert seq.is_running()

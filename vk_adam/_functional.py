@@ -16,8 +16,6 @@ from ._builtin_rules import ADAMW
 from ._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from ._spirv import load_spirv
 
-_is_kp_tensor = is_kp_tensor
-
 
 @functools.cache
 def _shared_runtime(device: int | str | None) -> Runtime:
@@ -59,7 +57,7 @@ def adam_update(
             raise ValueError("amsgrad=True needs the max_exp_avg_sq buffer")
         buffers.append(max_exp_avg_sq)
         names.append("max_exp_avg_sq")
-    on_device = [_is_kp_tensor(b) for b in buffers]
+    on_device = [is_kp_tensor(b) for b in buffers]
     if any(on_device) and not all(on_device):
         raise TypeError("pass either NumPy arrays or kp tensors for every buffer, not a mix")
     if all(on_device):

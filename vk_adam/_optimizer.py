@@ -17,7 +17,6 @@ sees its writes.
 from __future__ import annotations
 
 import time
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import OptimizerClosedError
+from ._inputs import convert_float_or_refuse
 from ._registry import check_rule_object, default_registry
 from ._rule import ShaderVariant, UpdateRule
 from ._runtime import MAX_ELEMENTS, Pending, Runtime, is_kp_tensor
@@ -50,9 +50,6 @@ def _align(n: int) -> int:
     return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
 
 
-_is_kp_tensor = is_kp_tensor
-
-
 @dataclass
 class _BufferSet:
     """One dispatch's buffers: param, grad, state; ``n`` elements each."""
@@ -63,6 +60,7 @@ class _BufferSet:
     n: int
     update_algo: Any = None
     check_algo: Any = None
+    check_op: Any = None  # the non-finite check's dispatch: its push constant (n) never changes
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
     # id(grad tensor) -> (grad tensor, update algorithm, check algorithm or None)
     pipelines: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
@@ -172,7 +170,7 @@ class Optimizer:
         for options in groups:
             self.rule.validate(options)
 
-        has_kp = any(_is_kp_tensor(p) for g in groups for p in g["params"])
+        has_kp = any(is_kp_tensor(p) for g in groups for p in g["params"])
         if has_kp and manager is None:
             raise ValueError(
                 "params include kp tensors: pass the kp.Manager that created them as manager=..."
@@ -210,7 +208,7 @@ class Optimizer:
     # -- construction --------------------------------------------------------------------
 
     def _normalize_groups(self, params: Iterable[Any]) -> list[dict[str, Any]]:
-        if isinstance(params, np.ndarray) or _is_kp_tensor(params):
+        if isinstance(params, np.ndarray) or is_kp_tensor(params):
             raise TypeError("params must be a list of arrays/tensors or of param-group dicts")
         items = list(params)
         if not items:
@@ -221,7 +219,7 @@ class Optimizer:
             if not isinstance(group, Mapping) or "params" not in group:
                 raise TypeError(f"param group {index} must be a dict with a 'params' key")
             plist = group["params"]
-            plist = [plist] if isinstance(plist, np.ndarray) or _is_kp_tensor(plist) else list(plist)
+            plist = [plist] if isinstance(plist, np.ndarray) or is_kp_tensor(plist) else list(plist)
             if not plist:
                 raise ValueError(f"param group {index} has no params")
             extra = {k: v for k, v in group.items() if k != "params"}
@@ -232,7 +230,7 @@ class Optimizer:
                 if id(p) in seen:
                     raise ValueError(f"param {pi} of group {gi} appears in more than one place")
                 seen.add(id(p))
-                if _is_kp_tensor(p):
+                if is_kp_tensor(p):
                     continue
                 if not isinstance(p, np.ndarray):
                     raise TypeError(
@@ -263,8 +261,8 @@ class Optimizer:
         variant = self.rule.variant_for(options)
         spec = (float(self.zeroes_grad), *(float(s) for s in self.rule.spec_constants(options)))
         params = options["params"]
-        host_mode = not _is_kp_tensor(params[0])
-        if any(_is_kp_tensor(p) == host_mode for p in params):
+        host_mode = not is_kp_tensor(params[0])
+        if any(is_kp_tensor(p) == host_mode for p in params):
             raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
         group = _Group(options, variant, spec, [], [], host_mode)
         if host_mode:
@@ -349,6 +347,10 @@ class Optimizer:
         if bset.bound_grad is not grad:
             self._barrier_before = self._barrier_after = None
         _, bset.update_algo, bset.check_algo = cached
+        if bset.check_algo is not None:
+            bset.check_op = self._rt.dispatch_op(
+                bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)
+            )
         bset.bound_grad = grad
 
     def _step_barriers(self) -> tuple[Any, Any]:
@@ -373,7 +375,7 @@ class Optimizer:
         """Validate every gradient before anything is written; per group, per param."""
         if grads is None:
             return None
-        if isinstance(grads, np.ndarray) or _is_kp_tensor(grads):
+        if isinstance(grads, np.ndarray) or is_kp_tensor(grads):
             grads = [grads]
         grads = list(grads)
         expected = sum(len(g.slots) for g in self._groups)
@@ -390,7 +392,7 @@ class Optimizer:
                 g = grads[k]
                 name = f"param {pi} of group {gi}" if len(self._groups) > 1 else f"param {pi}"
                 k += 1
-                if _is_kp_tensor(g):
+                if is_kp_tensor(g):
                     if group.host_mode:
                         raise TypeError(f"grad for {name} is a kp tensor but the param is a NumPy array")
                     if int(g.size()) != slot.size:
@@ -403,12 +405,8 @@ class Optimizer:
                 if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                     raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
                 if g.dtype != np.float32:
-                    if not np.issubdtype(g.dtype, np.floating):
-                        raise TypeError(f"grad for {name} has dtype {g.dtype}; expected float32")
-                    warnings.warn(
-                        f"grad for {name} is {g.dtype}; converting to float32 (pass float32 to avoid "
-                        "the copy)",
-                        stacklevel=3,
+                    convert_float_or_refuse(
+                        f"grad for {name}", g.dtype, np.issubdtype(g.dtype, np.floating), stacklevel=3
                     )
                     g = g.astype(np.float32)
                 prepared.append(g)
@@ -549,9 +547,7 @@ class Optimizer:
         if self.skip_nonfinite:
             for group in self._groups:
                 for bset in group.sets:
-                    ops.append(
-                        rt.dispatch_op(bset.check_algo, np.array([bset.n], np.uint32).view(np.float32))
-                    )
+                    ops.append(bset.check_op)
             # The host reads the verdict after the wait; the update dispatches read it on the GPU.
             ops += [self._status_download, self._status_barrier]
         first_dispatch = len(ops)

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import OptimizerClosedError
+from ._inputs import convert_float_or_refuse
 from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 from ._runtime import Runtime
 
@@ -473,12 +474,8 @@ def _grad_array(key: str, value: Any, shape: tuple[int, int]) -> F32:
         if tuple(value.shape) != shape:
             raise ValueError(f"gradient for {key} has shape {tuple(value.shape)}; expected {shape}")
         if value.dtype != torch.float32:
-            if not value.is_floating_point():
-                raise TypeError(f"gradient for {key} has dtype {value.dtype}; expected float32")
-            warnings.warn(
-                f"gradient for {key} is {value.dtype}; converting to float32 (pass float32 to avoid "
-                "the copy)",
-                stacklevel=4,
+            convert_float_or_refuse(
+                f"gradient for {key}", value.dtype, value.is_floating_point(), stacklevel=4
             )
             value = value.to(torch.float32)
         array: Array = value.cpu().numpy()
@@ -490,11 +487,8 @@ def _grad_array(key: str, value: Any, shape: tuple[int, int]) -> F32:
     if array.shape != shape:
         raise ValueError(f"gradient for {key} has shape {array.shape}; expected {shape}")
     if array.dtype != np.float32:
-        if not np.issubdtype(array.dtype, np.floating):
-            raise TypeError(f"gradient for {key} has dtype {array.dtype}; expected float32")
-        warnings.warn(
-            f"gradient for {key} is {array.dtype}; converting to float32 (pass float32 to avoid the copy)",
-            stacklevel=4,
+        convert_float_or_refuse(
+            f"gradient for {key}", array.dtype, np.issubdtype(array.dtype, np.floating), stacklevel=4
         )
         array = array.astype(np.float32)
     return array

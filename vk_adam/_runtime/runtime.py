@@ -82,7 +82,8 @@ class Runtime:
             self.manager, self.device = open_manager(device)
         else:
             self.manager = manager
-            props = manager.get_device_properties()
+        props = self.manager.get_device_properties()
+        if manager is not None:
             self.device = DeviceInfo(
                 -1,
                 str(props["device_name"]),
@@ -92,7 +93,6 @@ class Runtime:
                 int(props["max_work_group_count"][0]),
                 bool(props.get("timestamps_supported")),
             )
-        props = self.manager.get_device_properties()
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
