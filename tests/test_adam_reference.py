@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._builtin_rules import ADAM, ADAMW
+from vk_adam._rules.builtin import ADAM, ADAMW
 
 from .conftest import random_grad, scale_error
 

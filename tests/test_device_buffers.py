@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._builtin_rules import ADAMW
+from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import kp_module
 
 from .conftest import random_grad, scale_error

@@ -148,7 +148,7 @@ def test_invalid_hyperparameter_set_between_steps_is_rejected_before_work(rng):
 
 
 def test_missing_spirv_is_an_actionable_error(tmp_path):
-    from vk_adam._spirv import load_spirv
+    from vk_adam._rules.spirv import load_spirv
 
     with pytest.raises(vk_adam.ShaderMissingError, match="glslang-tools"):
         load_spirv(tmp_path / "absent.spv")

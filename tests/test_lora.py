@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import vk_adam
-import vk_adam._optimizer as optimizer_module
-from vk_adam._builtin_rules import ADAMW
+import vk_adam._optim.optimizer as optimizer_module
+from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import kp_module
 from vk_adam.lora import (
     CheckpointError,

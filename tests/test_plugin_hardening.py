@@ -27,8 +27,9 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam import ShaderVariant, StateBuffer, UpdateRule, _registry
-from vk_adam._builtin_rules import ADAM, SGD, sgd_reference
+from vk_adam import ShaderVariant, StateBuffer, UpdateRule
+from vk_adam._rules import registry as _registry
+from vk_adam._rules.builtin import ADAM, SGD, sgd_reference
 from vk_adam.cli import main
 from vk_adam.testing import RuleConformanceError, check_rule
 

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vk_adam
-from vk_adam._builtin_rules import ADAM, ADAMW, SGD
+from vk_adam._rules.builtin import ADAM, ADAMW, SGD
 
 from .conftest import scale_error
 

@@ -12,8 +12,8 @@ import pytest
 
 import vk_adam
 from vk_adam import ShaderVariant, StateBuffer, UpdateRule
-from vk_adam._builtin_rules import SGD
-from vk_adam._registry import BUILTIN_PLUGIN, load_registry
+from vk_adam._rules.builtin import SGD
+from vk_adam._rules.registry import BUILTIN_PLUGIN, load_registry
 from vk_adam.testing import RuleConformanceError, check_rule
 
 SPIRV = Path(__file__).resolve().parent / "spirv"

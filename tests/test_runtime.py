@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._builtin_rules import ADAMW
-from vk_adam._optimizer import MAX_PIPELINES_PER_SET
+from vk_adam._optim.optimizer import MAX_PIPELINES_PER_SET
+from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import Runtime, kp_features, kp_module
 
 from . import _validation
@@ -114,7 +114,7 @@ def test_record_step_refuses_numpy_gradients(kp_manager):
 def test_an_application_shader_after_a_recorded_step_sees_its_update(rng, kp_manager):
     """record_step ends with a barrier: the application's next dispatch (here the copy shader
     reading the param buffer) reads the updated weights, in the same command buffer."""
-    from vk_adam._spirv import load_spirv
+    from vk_adam._rules.spirv import load_spirv
 
     n = 4096
     init = rng.standard_normal(n).astype(np.float32)
@@ -145,7 +145,7 @@ def test_an_application_shader_after_a_recorded_step_sees_its_update(rng, kp_man
 def _copy_workload(rt: Runtime, n: int = 1 << 22) -> tuple[object, object, object]:
     """Two buffers of ``n`` floats and a dispatch of the copy shader between them: GPU work that
     takes a while on lavapipe."""
-    from vk_adam._spirv import load_spirv
+    from vk_adam._rules.spirv import load_spirv
 
     a, b = rt.buffer(np.ones(n, np.float32)), rt.buffer(np.zeros(n, np.float32))
     push = np.array([n // 4], np.uint32).view(np.float32)
@@ -203,7 +203,7 @@ PLANTED_HAZARD = textwrap.dedent(
     import sys
     import numpy as np
     from vk_adam._runtime import Runtime, kp_module
-    from vk_adam._spirv import load_spirv
+    from vk_adam._rules.spirv import load_spirv
 
     rt = Runtime()
     kp = kp_module()
@@ -249,7 +249,7 @@ STOCK_CHECK = textwrap.dedent(
     import warnings
     import numpy as np
     import vk_adam
-    from vk_adam._builtin_rules import ADAMW
+    from vk_adam._rules.builtin import ADAMW
     from vk_adam._runtime import StockKpWarning, kp_features, kp_module
 
     features = kp_features()

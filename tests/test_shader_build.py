@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import vk_adam
-from vk_adam._spirv import SPIRV_DIR, load_spirv, reflect
+from vk_adam._rules.spirv import SPIRV_DIR, load_spirv, reflect
 from vk_adam.shaderc import INCLUDE_DIR, ShaderBuildError, compile_shaders
 
 ROOT = Path(__file__).resolve().parent.parent

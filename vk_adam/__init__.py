@@ -17,11 +17,11 @@ from ._errors import (
     ShaderMissingError,
     VkAdamError,
 )
-from ._functional import adam_update
-from ._hookspecs import hookimpl, hookspec
-from ._optimizer import Optimizer, StepHandle
-from ._optimizers import SGD, Adam, AdamW, create
-from ._registry import (
+from ._optim.functional import adam_update
+from ._optim.optimizer import Optimizer, StepHandle
+from ._optim.presets import SGD, Adam, AdamW, create
+from ._rules.hookspecs import hookimpl, hookspec
+from ._rules.registry import (
     BLOCK_ENV,
     PluginLoadWarning,
     RuleRegistry,
@@ -29,7 +29,7 @@ from ._registry import (
     load_registry,
     reload_registry,
 )
-from ._rule import ShaderVariant, StateBuffer, UpdateRule
+from ._rules.rule import ShaderVariant, StateBuffer, UpdateRule
 from ._runtime import DEVICE_ENV, DeviceInfo, list_devices, select_device
 
 __version__ = "0.1.0"

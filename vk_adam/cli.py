@@ -35,7 +35,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from ._registry import BLOCK_ENV, BUILTIN_PLUGIN, load_registry
+    from ._rules.registry import BLOCK_ENV, BUILTIN_PLUGIN, load_registry
 
     registry = load_registry(args.block or ())
     rows = []
@@ -85,13 +85,13 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ._demo import run_demo
+    from ._commands.demo import run_demo
 
     return run_demo(args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ._bench import run_bench
+    from ._commands.bench import run_bench
 
     return run_bench(args)
 
@@ -112,13 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=_cmd_rules)
 
-    from ._demo import add_demo_arguments
+    from ._commands.demo import add_demo_arguments
 
     demo = sub.add_parser("demo", help="fine-tune LoRA adapters of a small frozen model (main job)")
     add_demo_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
-    from ._bench import add_bench_arguments
+    from ._commands.bench import add_bench_arguments
 
     bench = sub.add_parser("bench", help="benchmark steps against NumPy and torch, side by side")
     add_bench_arguments(bench)

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ._optimizer import Optimizer
-from ._registry import check_rule_object
-from ._rule import UpdateRule, variant_settings
+from ._optim.optimizer import Optimizer
+from ._rules.registry import check_rule_object
+from ._rules.rule import UpdateRule, variant_settings
 
 __all__ = ["ConformanceReport", "RuleConformanceError", "check_rule"]
 

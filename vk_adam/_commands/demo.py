@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
+from ..lora.adapter import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
 
 Array = npt.NDArray[Any]
 
@@ -142,7 +142,7 @@ def loss_and_grads(
 
 def rule_hyper(cfg: DemoConfig) -> dict[str, Any]:
     """The demo's hyperparameters that the chosen rule takes (any registered rule works)."""
-    from ._registry import default_registry
+    from .._rules.registry import default_registry
 
     defaults = default_registry().get(cfg.rule).defaults
     hyper: dict[str, Any] = {"lr": cfg.lr}
@@ -207,7 +207,7 @@ def train_vk(
 
 def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     """The same run in float64 with the rule's NumPy reference (forward/backward in float64)."""
-    from ._registry import default_registry
+    from .._rules.registry import default_registry
 
     rule = default_registry().get(cfg.rule)
     adapter, model, data_rng = fresh_run(cfg)

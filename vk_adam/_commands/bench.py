@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._runtime import Runtime, select_device
+from .._runtime import Runtime, select_device
 
 ALIGN = 64
 #: AdamW without AMSGrad, gradient not zeroed: read p, g, m, v; write p, m, v (as torch's).
@@ -158,7 +158,7 @@ class Result:
 def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
     """Bytes/s of a compute-shader copy (glsl/copy.comp: read + write, 16 B per load) timed by
     Vulkan timestamps: the bandwidth yardstick for the update shader on the same device."""
-    from ._spirv import load_spirv
+    from .._rules.spirv import load_spirv
 
     a = rt.buffer(np.ones(elements, np.float32))
     b = rt.buffer(np.zeros(elements, np.float32))
@@ -183,7 +183,7 @@ def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
 def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
     """The bare cost of one tiny dispatch through the runtime: run (record + submit + wait),
     and submit then wait separately."""
-    from ._spirv import load_spirv
+    from .._rules.spirv import load_spirv
 
     g = rt.buffer(np.zeros(1, np.float32))
     status = rt.buffer(np.zeros(1, np.uint32))
@@ -214,7 +214,7 @@ def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
 
 def raw_vulkan_floor(device_index: int) -> dict[str, Any] | None:
     """The hardware's floor without kp: benchmarks/vulkan_floor (a small C program), when built."""
-    exe = Path(__file__).resolve().parent.parent / "benchmarks" / "vulkan_floor" / "vulkan_floor"
+    exe = Path(__file__).resolve().parents[2] / "benchmarks" / "vulkan_floor" / "vulkan_floor"
     if not exe.exists():
         return None
     import subprocess
@@ -230,7 +230,7 @@ def raw_vulkan_floor(device_index: int) -> dict[str, Any] | None:
 
 
 def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace) -> Result:
-    from ._optimizer import Optimizer
+    from .._optim.optimizer import Optimizer
 
     rng = np.random.default_rng(0)
     if per_tensor:
@@ -305,7 +305,7 @@ def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace
 
 
 def bench_numpy(case: Case, args: argparse.Namespace) -> Result:
-    from ._builtin_rules import ADAMW
+    from .._rules.builtin import ADAMW
 
     rng = np.random.default_rng(0)
     n = case.elements

@@ -21,10 +21,11 @@ from typing import Any
 
 import pluggy
 
-from . import _builtin_rules, _hookspecs
-from ._errors import RuleRegistrationError, ShaderMissingError
-from ._rule import MAX_PUSH_CONSTANT_BYTES, ShaderVariant, StateBuffer, UpdateRule, variant_settings
-from ._spirv import ShaderInterface, load_spirv, reflect
+from .._errors import RuleRegistrationError, ShaderMissingError
+from . import builtin as _builtin_rules
+from . import hookspecs as _hookspecs
+from .rule import MAX_PUSH_CONSTANT_BYTES, ShaderVariant, StateBuffer, UpdateRule, variant_settings
+from .spirv import ShaderInterface, load_spirv, reflect
 
 #: Environment variable: comma-separated plugin names (entry-point names) not to load.
 BLOCK_ENV = "VK_ADAM_BLOCK_PLUGINS"

@@ -35,25 +35,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import OptimizerClosedError
-from ._inputs import convert_float_or_refuse
-from ._optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
-from ._runtime import Runtime
+from .._errors import OptimizerClosedError
+from .._inputs import convert_float_or_refuse
+from .._optim.optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
+from .._runtime import Runtime
 
 Array = npt.NDArray[Any]
 
-__all__ = [
-    "Checkpoint",
-    "CheckpointError",
-    "LoRAAdapter",
-    "LoRAModule",
-    "PeftFormatError",
-    "export_torch_adamw_state",
-    "import_torch_adamw_state",
-    "load_checkpoint",
-    "save_checkpoint",
-    "update_lora_adapter",
-]
 
 F32 = npt.NDArray[np.float32]
 

@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from ._hookspecs import hookimpl
-from ._rule import Hyper, ShaderVariant, StateBuffer, UpdateRule
+from .hookspecs import hookimpl
+from .rule import Hyper, ShaderVariant, StateBuffer, UpdateRule
 
 F64 = npt.NDArray[np.float64]
 

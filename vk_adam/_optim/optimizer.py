@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import OptimizerClosedError
-from ._inputs import convert_float_or_refuse
-from ._registry import check_rule_object, default_registry
-from ._rule import ShaderVariant, UpdateRule
-from ._runtime import MAX_ELEMENTS, Pending, Runtime, is_kp_tensor
-from ._spirv import load_spirv
+from .._errors import OptimizerClosedError
+from .._inputs import convert_float_or_refuse
+from .._rules.registry import check_rule_object, default_registry
+from .._rules.rule import ShaderVariant, UpdateRule
+from .._rules.spirv import load_spirv
+from .._runtime import MAX_ELEMENTS, Pending, Runtime, is_kp_tensor
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]

@@ -10,9 +10,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import ShaderMissingError
+from .._errors import ShaderMissingError
 
-SPIRV_DIR = Path(__file__).resolve().parent / "_spirv"
+SPIRV_DIR = Path(__file__).resolve().parent.parent / "_spirv"
 
 _MAGIC = 0x07230203
 # Opcodes and enums from the SPIR-V specification (unified1).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._optimizer import Optimizer
+from .optimizer import Optimizer
 
 
 class Adam(Optimizer):

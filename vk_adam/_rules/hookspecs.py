@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from ._rule import UpdateRule
+    from .rule import UpdateRule
 
 PROJECT_NAME = "vk_adam"
 

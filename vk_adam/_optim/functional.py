@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ._builtin_rules import ADAMW
-from ._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
-from ._spirv import load_spirv
+from .._rules.builtin import ADAMW
+from .._rules.spirv import load_spirv
+from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 
 
 @functools.cache

@@ -1,0 +1,4 @@
+"""Update rules: what a rule is (``rule``), the pluggy hook that registers rules
+(``hookspecs``), the built-in rules registered through it like any plugin (``builtin``), the
+registry that loads and checks them (``registry``), and SPIR-V loading and reflection
+(``spirv``). Nothing here touches a Vulkan device."""
