@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._optim.optimizer import MAX_PIPELINES_PER_SET
+from vk_adam._optim.device import MAX_PIPELINES_PER_SET
 from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import Runtime, kp_features, kp_module
 

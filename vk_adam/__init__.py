@@ -18,7 +18,8 @@ from ._errors import (
     VkAdamError,
 )
 from ._optim.functional import adam_update
-from ._optim.optimizer import Optimizer, StepHandle
+from ._optim.inflight import StepHandle
+from ._optim.optimizer import Optimizer
 from ._optim.presets import SGD, Adam, AdamW, create
 from ._rules.hookspecs import hookimpl, hookspec
 from ._rules.registry import (

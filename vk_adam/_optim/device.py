@@ -1,0 +1,294 @@
+"""The device side of an optimizer: each group's buffers on the runtime, the pipelines bound to
+them, and the ops of one step.
+
+A group of NumPy params is one flat buffer set (param, grad, one buffer per state; see
+``layout``), updated by one dispatch. A param that is a kp tensor the application owns is its
+own buffer set: kp binds whole buffers, so one dispatch cannot span several of them (pass one
+flat kp tensor to get one dispatch for many logical tensors, as ``vk_adam.lora`` does).
+
+Every step is bracketed by memory barriers over the buffers it touches, so it runs after
+earlier uploads, the application's shaders and earlier steps, and whatever comes next sees its
+writes. Per-step values are push constants recorded with each dispatch (kp freezes them at
+record time), so one pipeline serves every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._rules.rule import ShaderVariant, UpdateRule
+from .._rules.spirv import load_spirv
+from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .groups import shader_spec
+from .layout import ParamSlot, gather, plan_flat, scatter
+
+Array = npt.NDArray[Any]
+F32 = npt.NDArray[np.float32]
+
+#: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
+#: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
+#: many distinct gradient buffers can be recorded per buffer set.
+MAX_PIPELINES_PER_SET = 8
+
+
+@dataclass
+class BufferSet:
+    """One dispatch's buffers: param, grad, state; ``n`` elements each."""
+
+    param: Any
+    grad: Any
+    state: dict[str, Any]
+    n: int
+    update_algo: Any = None
+    check_algo: Any = None
+    check_op: Any = None  # the non-finite check's dispatch: its push constant (n) never changes
+    bound_grad: Any = None  # the grad tensor the current algorithms are bound to
+    # id(grad tensor) -> (grad tensor, update algorithm, check algorithm or None)
+    pipelines: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # ids of grad tensors whose pipelines a record_step used: never evicted
+    recorded: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Group:
+    """One param group: its options (the user-visible dict), shader, slots and buffer sets."""
+
+    options: dict[str, Any]
+    variant: ShaderVariant
+    spec: tuple[float, ...]
+    slots: list[ParamSlot]
+    sets: list[BufferSet]
+    host_mode: bool
+    step: int = 0
+    param_staging: list[F32] = field(default_factory=list)
+    grad_staging: list[F32] = field(default_factory=list)
+    validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
+
+
+class DeviceGroups:
+    """Every group's buffers and pipelines on one runtime, and the ops of one step.
+
+    ``groups``: checked param-group dicts. ``drain`` waits for every submitted step: called
+    before a pipeline is destroyed."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        rule: UpdateRule,
+        groups: Sequence[dict[str, Any]],
+        zero_grad: bool,
+        skip_nonfinite: bool,
+        *,
+        drain: Callable[[], None],
+    ) -> None:
+        self.rt, self.rule = rt, rule
+        self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
+        self._drain = drain
+        self._spirv: dict[str, bytes] = {}
+        self.groups: list[Group] = []
+        self.status = rt.buffer(np.zeros(1, np.uint32))  # the non-finite check's verdict
+        self._status_barrier = rt.barrier_op([self.status])
+        self._status_download = rt.download_op([self.status])
+        self._host_download: Any = None
+        self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
+        self._barrier_after: Any = None
+        for options in groups:
+            self._add_group(options)
+        # The runtime fills only a buffer's host staging copy: upload every buffer once.
+        host = [g.sets[0].param for g in self.groups if g.host_mode]
+        self._host_download = rt.download_op(host) if host else None
+        rt.run([rt.upload_op(rt.buffers)])
+
+    # -- construction ------------------------------------------------------------------------
+
+    def _add_group(self, options: dict[str, Any]) -> Group:
+        variant = self.rule.variant_for(options)
+        spec = shader_spec(self.rule, options, self.zero_grad)
+        params = options["params"]
+        host_mode = not is_kp_tensor(params[0])
+        if any(is_kp_tensor(p) == host_mode for p in params):
+            raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
+        group = Group(options, variant, spec, [], [], host_mode)
+        if host_mode:
+            group.slots, total = plan_flat(params, MAX_ELEMENTS)
+            flat = np.zeros(total, np.float32)
+            gather(group.slots, params, flat)
+            bset = BufferSet(
+                self.rt.buffer(flat),
+                self.rt.buffer(np.zeros(total, np.float32)),
+                self._new_state(variant, total),
+                total,
+            )
+            group.sets.append(bset)
+            group.param_staging.append(bset.param.data())
+            group.grad_staging.append(bset.grad.data())
+        else:
+            for index, p in enumerate(params):
+                n = int(p.size())
+                if n > MAX_ELEMENTS:
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                if self.rt.has_host_copy(p) and p.data().dtype != np.float32:
+                    raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
+                grad = self.rt.buffer(np.zeros(n, np.float32))
+                group.slots.append(ParamSlot(index, 0, n, (n,), None))
+                group.sets.append(BufferSet(p, grad, self._new_state(variant, n), n))
+        for bset in group.sets:
+            self.bind(group, bset, bset.grad)
+        self.groups.append(group)
+        return group
+
+    def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
+        return {s.name: self.rt.buffer(np.full(n, s.initial_value, np.float32)) for s in variant.state}
+
+    def _shader(self, name: str) -> bytes:
+        if name not in self._spirv:
+            self._spirv[name] = load_spirv(name)
+        return self._spirv[name]
+
+    # -- pipelines -----------------------------------------------------------------------------
+
+    def bind(self, group: Group, bset: BufferSet, grad: Any, *, recording: bool = False) -> None:
+        """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
+
+        Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
+        is destroyed only when no submitted step still uses it (drained first) and no
+        ``record_step`` used it (the application's sequence may still be unevaluated).
+        """
+        key = id(grad)
+        cached = bset.pipelines.get(key)
+        if cached is None:
+            if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
+                self._evict(bset)
+            tensors = [bset.param, grad, self.status, *(bset.state[s.name] for s in group.variant.state)]
+            update = self.rt.pipeline(
+                tensors,
+                self._shader(str(group.variant.spirv)),
+                -(-bset.n // 4),  # one vec4 per invocation
+                group.spec,
+                1 + group.variant.hyper_count,
+            )
+            check = None
+            if self.skip_nonfinite:
+                check = self.rt.pipeline([grad, self.status], self._shader("nonfinite_check"), bset.n, (), 1)
+            cached = (grad, update, check)
+            bset.pipelines[key] = cached
+        if recording:
+            bset.recorded.add(key)
+        if bset.bound_grad is not grad:
+            self._barrier_before = self._barrier_after = None
+        _, bset.update_algo, bset.check_algo = cached
+        if bset.check_algo is not None:
+            bset.check_op = self.rt.dispatch_op(
+                bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)
+            )
+        bset.bound_grad = grad
+
+    def _evict(self, bset: BufferSet) -> None:
+        evictable = [k for k in bset.pipelines if k not in bset.recorded]
+        if not evictable:
+            raise ValueError(
+                f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
+                "gradient buffers through record_step; their pipelines must outlive the "
+                "sequences you recorded, so no more can be bound. Reuse a few gradient "
+                "buffers (for example opt.grad_buffer()), or create a new optimizer"
+            )
+        self._drain()
+        for k in evictable:
+            _grad, *algos = bset.pipelines.pop(k)
+            for algo in algos:
+                if algo is not None:
+                    self.rt.destroy_pipeline(algo)
+
+    def _barriers(self) -> tuple[Any, Any]:
+        """Barrier ops over every buffer a step touches: one before the step (after earlier
+        uploads, the application's shaders and earlier steps), one after it (for whatever the
+        queue runs next). Built once per binding, reused every step."""
+        if self._barrier_before is None:
+            buffers = [
+                t for g in self.groups for b in g.sets for t in (b.param, b.bound_grad, *b.state.values())
+            ]
+            self._barrier_before = self.rt.barrier_op([*buffers, self.status])
+            self._barrier_after = self.rt.barrier_op(buffers)
+        return self._barrier_before, self._barrier_after
+
+    # -- one step --------------------------------------------------------------------------
+
+    def stage_inputs(self, prepared: list[list[Any]] | None, *, recording: bool = False) -> list[Any]:
+        """Copy host params/grads into staging, rebind device grads; return buffers to upload.
+
+        The caller makes sure no submitted work still reads the staging memory written here."""
+        upload: list[Any] = []
+        for gi, group in enumerate(self.groups):
+            grads = prepared[gi] if prepared is not None else None
+            if group.host_mode:
+                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
+                bset = group.sets[0]
+                upload.append(bset.param)
+                if grads is not None:
+                    gather(group.slots, grads, group.grad_staging[0])
+                    upload.append(bset.grad)
+                continue
+            for pi, bset in enumerate(group.sets):
+                g = grads[pi] if grads is not None else bset.grad
+                if isinstance(g, np.ndarray):
+                    bset.grad.data()[:] = g.reshape(-1)
+                    upload.append(bset.grad)
+                    g = bset.grad
+                if g is not bset.bound_grad or recording:
+                    self.bind(group, bset, g, recording=recording)
+        return upload
+
+    def step_ops(self, upload: Sequence[Any]) -> tuple[list[Any], int]:
+        """The ops of the next step, and the index of its first update dispatch."""
+        before, after = self._barriers()
+        ops = [before]
+        if upload:
+            ops.append(self.rt.upload_op(upload))
+        if self.skip_nonfinite:
+            ops += [bset.check_op for group in self.groups for bset in group.sets]
+            # The host reads the verdict after the wait; the update dispatches read it on the GPU.
+            ops += [self._status_download, self._status_barrier]
+        first_dispatch = len(ops)
+        for group in self.groups:
+            for bset in group.sets:
+                ops.append(self.rt.dispatch_op(bset.update_algo, self._push(group, bset, group.step + 1)))
+        ops.append(after)
+        if self._host_download is not None:
+            ops.append(self._host_download)
+        return ops, first_dispatch
+
+    def _push(self, group: Group, bset: BufferSet, step: int) -> Array:
+        values = self.rule.push_constants(group.options, step)
+        if len(values) != group.variant.hyper_count:
+            raise ValueError(
+                f"rule {self.rule.name!r}: push_constants() returned {len(values)} values, but the "
+                f"shader variant {str(group.variant.spirv)!r} declares hyper_count="
+                f"{group.variant.hyper_count}; they must agree (and match the shader's "
+                "VK_ADAM_HYPER_COUNT)"
+            )
+        push = np.empty(1 + group.variant.hyper_count, np.float32)
+        push.view(np.uint32)[0] = bset.n
+        push[1:] = values
+        return push
+
+    @staticmethod
+    def copy_back(group: Group) -> None:
+        """Copy a NumPy group's updated params from staging into the user's arrays."""
+        if group.host_mode:
+            scatter(group.slots, group.param_staging[0])
+
+    def zero_grads(self) -> None:
+        """Zero every bound gradient buffer that has host memory (the caller drains first)."""
+        buffers = [b.bound_grad for g in self.groups for b in g.sets if self.rt.has_host_copy(b.bound_grad)]
+        for grad in buffers:
+            grad.data()[:] = 0
+        if buffers:
+            self.rt.run([self.rt.upload_op(buffers)])
+
+    def dispatches_per_step(self) -> int:
+        return sum(len(g.sets) for g in self.groups)

@@ -1,0 +1,64 @@
+"""Where each param lives inside a flat buffer: pure NumPy, no Vulkan device.
+
+A group of NumPy params is packed into one flat float32 buffer (and its gradient and state
+buffers share the layout) so that one dispatch updates all of them. Each param starts at a
+multiple of ``ALIGN_ELEMENTS``: 64 floats are 256 bytes, the largest
+``minStorageBufferOffsetAlignment`` Vulkan allows, and a whole number of vec4s, so the shader's
+vectorised body never straddles two params.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+F32 = npt.NDArray[np.float32]
+
+#: Each param of a flat buffer starts at a multiple of this many elements.
+ALIGN_ELEMENTS = 64
+
+
+def align(n: int) -> int:
+    """``n`` rounded up to a multiple of ``ALIGN_ELEMENTS``."""
+    return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
+
+
+@dataclass
+class ParamSlot:
+    """Where one user-visible param lives: buffer set, offset, shape."""
+
+    buffer_set: int
+    offset: int
+    size: int
+    shape: tuple[int, ...]
+    host: F32 | None  # the user's NumPy array (None for kp tensors)
+
+
+def plan_flat(params: Sequence[F32], limit: int) -> tuple[list[ParamSlot], int]:
+    """Slots for ``params`` packed into one flat buffer, and the buffer's length.
+
+    Raises ValueError when the buffer would exceed ``limit`` elements."""
+    slots, offset = [], 0
+    for p in params:
+        slots.append(ParamSlot(0, offset, p.size, tuple(p.shape), p))
+        offset += align(p.size)
+    if offset > limit:
+        raise ValueError(f"a param group holds {offset} elements; at most {limit}")
+    return slots, offset
+
+
+def gather(slots: Sequence[ParamSlot], values: Sequence[Any], flat: F32) -> None:
+    """Copy each slot's value (an array of the slot's size) into ``flat`` at its offset."""
+    for slot, value in zip(slots, values, strict=True):
+        flat[slot.offset : slot.offset + slot.size] = np.asarray(value).reshape(-1)
+
+
+def scatter(slots: Sequence[ParamSlot], flat: F32) -> None:
+    """Copy ``flat`` back into each slot's host array."""
+    for slot in slots:
+        assert slot.host is not None
+        slot.host.reshape(-1)[:] = flat[slot.offset : slot.offset + slot.size]
