@@ -1,7 +1,7 @@
 """Issue 9, plugin items 10-15: the rough edges an outside plugin author found.
 
 One regression test (or a few) per item; each failed on the code before the fix. Functions that
-did not exist then are looked up inside the tests (``_registry.check_rule_object``), so each
+did not exist then are looked up inside the tests (``_checks.check_rule_object``), so each
 test fails on its own rather than the whole module failing to import.
 """
 
@@ -28,6 +28,7 @@ import pytest
 
 import vk_adam
 from vk_adam import ShaderVariant, StateBuffer, UpdateRule
+from vk_adam._rules import checks as _checks
 from vk_adam._rules import registry as _registry
 from vk_adam._rules.builtin import ADAM, SGD, sgd_reference
 from vk_adam.cli import main
@@ -137,49 +138,49 @@ def _sgd_without_state() -> UpdateRule:
 
 def test_10_check_rule_object_refuses_fewer_state_buffers_than_the_shader_binds():
     with pytest.raises(ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3\]") as err:
-        _registry.check_rule_object(_sgd_without_state())
+        _checks.check_rule_object(_sgd_without_state())
     assert isinstance(err.value, vk_adam.RuleRegistrationError)
     assert "0 state buffer(s)" in str(err.value)
 
 
 def test_10_check_rule_object_refuses_what_is_not_a_rule():
     with pytest.raises(TypeError, match="not dict"):
-        _registry.check_rule_object({"name": "sgd"})
+        _checks.check_rule_object({"name": "sgd"})
 
 
 def test_10_check_rule_object_is_cached_by_identity(monkeypatch):
     calls = []
-    real_reflect = _registry.reflect
+    real_reflect = _checks.reflect
 
     def counting_reflect(spirv: bytes) -> Any:
         calls.append(1)
         return real_reflect(spirv)
 
-    monkeypatch.setattr(_registry, "reflect", counting_reflect)
+    monkeypatch.setattr(_checks, "reflect", counting_reflect)
     rule = dataclasses.replace(SGD, name="sgd_copy")
-    _registry.check_rule_object(rule)
+    _checks.check_rule_object(rule)
     first = len(calls)
     assert first == len(rule.variants)  # every variant's SPIR-V was read once
     for _ in range(100):
-        _registry.check_rule_object(rule)
+        _checks.check_rule_object(rule)
     assert len(calls) == first  # repeated calls: a lookup, no reflection
     # An equal rule that is another object is checked on its own (identity, not equality).
-    _registry.check_rule_object(dataclasses.replace(rule))
+    _checks.check_rule_object(dataclasses.replace(rule))
     assert len(calls) == 2 * first
     # Rules the registry loaded were checked when it loaded them.
     registered = _registry.load_registry(entry_points=False).rules["adam"]
     before = len(calls)
-    _registry.check_rule_object(registered)
+    _checks.check_rule_object(registered)
     assert len(calls) == before
     # A failing rule is not cached as good: it fails every time.
     bad = _sgd_without_state()
     for _ in range(2):
         with pytest.raises(ValueError):
-            _registry.check_rule_object(bad)
+            _checks.check_rule_object(bad)
 
 
 def test_10_optimizer_runs_check_rule_object_end_to_end():
-    """END TO END, needs vk_adam/_optimizer.py to call _registry.check_rule_object(rule) in the
+    """END TO END, needs vk_adam/_optim/optimizer.py to call _checks.check_rule_object(rule) in the
     Optimizer constructor. Runs in a child process: before the fix the step read unbound memory
     on the GPU (a segfault on some drivers), which must fail this test, not kill the test run."""
     script = textwrap.dedent(
@@ -229,7 +230,7 @@ def test_11_hyper_count_too_low_names_the_shader_count_and_the_declared_count():
     assert "the shader's push-constant block is 28 bytes (uint n + 6 floats)" in message
     assert "the variant declares hyper_count=5" in message
     with pytest.raises(ValueError, match=r"uint n \+ 6 floats.*declares hyper_count=5"):
-        _registry.check_rule_object(rule)
+        _checks.check_rule_object(rule)
 
 
 def test_11_push_constants_returning_another_count_is_refused_at_registration():
@@ -243,7 +244,7 @@ def test_11_push_constants_returning_another_count_is_refused_at_registration():
         registry = _registry.load_registry(entry_points=False, extra_plugins=[plugin_module("p", rule)])
     assert "short_pack" not in registry.rules
     with pytest.raises(ValueError, match=r"returns 5 values"):
-        _registry.check_rule_object(rule)
+        _checks.check_rule_object(rule)
 
 
 # ---------------------------------------------------------------------------------------------

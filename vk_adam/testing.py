@@ -4,7 +4,7 @@
     check_rule(MY_RULE)                     # raises RuleConformanceError with the details
 
 By default every shader variant (and every value of each specialization constant) that the
-rule can reach is tested (see ``vk_adam._rule.variant_settings``). Each check starts the GPU
+rule can reach is tested (see ``vk_adam._rules.rule.variant_settings``). Each check starts the GPU
 and the float64 reference from the same float32 params and state, takes one step, compares,
 and continues from the GPU's result, so errors do not compound and a wrong shader is caught
 on its first step.
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._optim.optimizer import Optimizer
-from ._rules.registry import check_rule_object
+from ._rules.checks import check_rule_object
 from ._rules.rule import UpdateRule, variant_settings
 
 __all__ = ["ConformanceReport", "RuleConformanceError", "check_rule"]

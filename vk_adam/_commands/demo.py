@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..lora.adapter import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
+from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
+from .demo_model import FrozenModel, draw_batch, loss_and_grads, make_model
+from .demo_output import curve_gap, plot_loss_curves, progress_bar
 
 Array = npt.NDArray[Any]
 
@@ -74,26 +76,6 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-# -- the frozen model and its data ------------------------------------------------------------
-
-
-@dataclass
-class FrozenModel:
-    base: dict[str, npt.NDArray[np.float64]]  # module path -> W [out, in]
-    planted: dict[str, npt.NDArray[np.float64]]  # module path -> dW [out, in]
-
-
-def make_model(cfg: DemoConfig, paths: list[str]) -> FrozenModel:
-    rng = np.random.default_rng([cfg.seed, 1])
-    base, planted = {}, {}
-    for path in paths:
-        base[path] = rng.standard_normal((cfg.dim, cfg.dim)) / math.sqrt(cfg.dim)
-        u = rng.standard_normal((cfg.dim, cfg.planted_rank))
-        v = rng.standard_normal((cfg.dim, cfg.planted_rank))
-        planted[path] = 0.5 * (u @ v.T) / cfg.dim
-    return FrozenModel(base, planted)
-
-
 def lr_at(cfg: DemoConfig, step: int) -> float:
     """Linear warm-up over 5% of the steps, then cosine decay to 1% of the peak."""
     warm = max(1, cfg.steps // 20)
@@ -101,40 +83,6 @@ def lr_at(cfg: DemoConfig, step: int) -> float:
         return cfg.lr * (step + 1) / warm
     progress = (step - warm) / max(1, cfg.steps - warm)
     return cfg.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
-def draw_batch(cfg: DemoConfig, rng: np.random.Generator, paths: list[str]) -> tuple[Array, dict[str, Array]]:
-    """Inputs and per-module target noise for one step (float32, from the run's RNG)."""
-    x = rng.standard_normal((cfg.batch, cfg.dim)).astype(np.float32)
-    noise = {p: (cfg.noise * rng.standard_normal((cfg.batch, cfg.dim))).astype(np.float32) for p in paths}
-    return x, noise
-
-
-def loss_and_grads(
-    model: FrozenModel,
-    weights: Callable[[str, str], Array],
-    grads: Callable[[str, str], Array] | None,
-    scale: float,
-    batch: tuple[Array, dict[str, Array]],
-    dtype: type,
-) -> float:
-    """Mean squared error of the adapted model against the planted target; writes grads."""
-    total = 0.0
-    paths = list(model.base)
-    x: Array = batch[0].astype(dtype)
-    for path in paths:
-        a, b = weights(path, "A"), weights(path, "B")
-        w: Array = model.base[path].astype(dtype)
-        target = x @ (w + model.planted[path].astype(dtype)).T + batch[1][path].astype(dtype)
-        ax = x @ a.T  # [batch, rank]
-        y = x @ w.T + scale * (ax @ b.T)
-        err: Array = y - target
-        total += float(np.mean(err.astype(np.float64) ** 2))
-        if grads is not None:
-            dy = (2.0 / (err.size * len(paths))) * err  # d(mean over modules of MSE)/dy
-            grads(path, "B")[...] = scale * (dy.T @ ax)
-            grads(path, "A")[...] = scale * ((dy @ b).T @ x)
-    return total / len(paths)
 
 
 # -- the three runs ---------------------------------------------------------------------------
@@ -187,7 +135,7 @@ def train_vk(
             start = state.step
             losses = list(state.extra.get("losses", []))[:start]
             info["resumed_from_step"] = start
-        bar = _progress(cfg.steps, start, progress, "vk-adam")
+        bar = progress_bar(cfg.steps, start, progress, "vk-adam")
         t0 = time.perf_counter()
         for step in range(start, cfg.steps):
             batch = draw_batch(cfg, data_rng, list(model.base))
@@ -225,7 +173,7 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     hyper = {**rule.defaults, **rule_hyper(cfg)}
     state = {s.name: np.full_like(params, s.initial_value) for s in rule.variant_for(hyper).state}
     losses = []
-    bar = _progress(cfg.steps, 0, progress, "float64 reference")
+    bar = progress_bar(cfg.steps, 0, progress, "float64 reference")
     for step in range(cfg.steps):
         batch = draw_batch(cfg, data_rng, list(model.base))
         losses.append(loss_and_grads(model, view(params), view(grads), adapter.scale, batch, np.float64))
@@ -250,7 +198,7 @@ def train_torch(cfg: DemoConfig, progress: bool) -> list[float] | None:
     cls = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
     topt = cls([flat], lr=cfg.lr, weight_decay=cfg.weight_decay)
     losses = []
-    bar = _progress(cfg.steps, 0, progress, "torch.optim")
+    bar = progress_bar(cfg.steps, 0, progress, "torch.optim")
     for step in range(cfg.steps):
         batch = draw_batch(cfg, data_rng, list(model.base))
         losses.append(loss_and_grads(model, adapter.weight, adapter.grad, adapter.scale, batch, np.float32))
@@ -268,64 +216,6 @@ def _config_json(cfg: DemoConfig) -> dict[str, Any]:
     d = asdict(cfg)
     d["targets"] = list(cfg.targets)
     return d
-
-
-def _progress(total: int, start: int, enabled: bool, label: str) -> Callable[[float | None], None]:
-    if not enabled:
-        return lambda loss: None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, initial=start, desc=label, unit="step", leave=True, dynamic_ncols=True)
-
-    def update(loss: float | None) -> None:
-        if loss is None:
-            bar.close()
-            return
-        bar.set_postfix(loss=f"{loss:.3e}", refresh=False)
-        bar.update(1)
-
-    return update
-
-
-def curve_gap(a: list[float], b: list[float]) -> float:
-    """max_t |a_t - b_t| / b_t: the largest relative gap between two loss curves."""
-    x, y = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(x - y) / np.maximum(np.abs(y), 1e-30)))
-
-
-def plot(path: Path, curves: dict[str, list[float]], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, gap) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    styles = {
-        "vk-adam (Vulkan, float32)": ("-", 2.2),
-        "float64 reference": ("--", 1.4),
-        "torch.optim": (":", 1.6),
-    }
-    for label, losses in curves.items():
-        ls, lw = styles.get(label, ("-", 1.0))
-        ax.semilogy(range(1, len(losses) + 1), losses, ls, lw=lw, label=label)
-    ax.set_ylabel("training loss (MSE)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    ours = np.asarray(curves["vk-adam (Vulkan, float32)"])
-    for label, losses in curves.items():
-        if label.startswith("vk-adam"):
-            continue
-        other = np.asarray(losses)
-        gap.semilogy(range(1, len(ours) + 1), np.abs(ours - other) / other + 1e-16, label=f"vs {label}")
-    gap.set_xlabel("step")
-    gap.set_ylabel("relative gap")
-    gap.grid(True, which="both", alpha=0.3)
-    if len(curves) > 1:
-        gap.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -382,7 +272,7 @@ def run_demo(args: argparse.Namespace) -> int:
         "checkpoint": str(out / CHECKPOINT_NAME),
     }
     summary["losses"] = losses
-    plot(
+    plot_loss_curves(
         out / "loss_curve.png",
         curves,
         f"LoRA r{cfg.rank} on {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors, "

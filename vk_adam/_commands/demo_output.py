@@ -1,0 +1,67 @@
+"""What the demo shows and draws: the progress bar, the gap between two loss curves, and the
+loss-curve figure (``loss_curve.png``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def progress_bar(total: int, start: int, enabled: bool, label: str) -> Callable[[float | None], None]:
+    if not enabled:
+        return lambda loss: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, initial=start, desc=label, unit="step", leave=True, dynamic_ncols=True)
+
+    def update(loss: float | None) -> None:
+        if loss is None:
+            bar.close()
+            return
+        bar.set_postfix(loss=f"{loss:.3e}", refresh=False)
+        bar.update(1)
+
+    return update
+
+
+def curve_gap(a: list[float], b: list[float]) -> float:
+    """max_t |a_t - b_t| / b_t: the largest relative gap between two loss curves."""
+    x, y = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(x - y) / np.maximum(np.abs(y), 1e-30)))
+
+
+def plot_loss_curves(path: Path, curves: dict[str, list[float]], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, gap) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    styles = {
+        "vk-adam (Vulkan, float32)": ("-", 2.2),
+        "float64 reference": ("--", 1.4),
+        "torch.optim": (":", 1.6),
+    }
+    for label, losses in curves.items():
+        ls, lw = styles.get(label, ("-", 1.0))
+        ax.semilogy(range(1, len(losses) + 1), losses, ls, lw=lw, label=label)
+    ax.set_ylabel("training loss (MSE)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ours = np.asarray(curves["vk-adam (Vulkan, float32)"])
+    for label, losses in curves.items():
+        if label.startswith("vk-adam"):
+            continue
+        other = np.asarray(losses)
+        gap.semilogy(range(1, len(ours) + 1), np.abs(ours - other) / other + 1e-16, label=f"vs {label}")
+    gap.set_xlabel("step")
+    gap.set_ylabel("relative gap")
+    gap.grid(True, which="both", alpha=0.3)
+    if len(curves) > 1:
+        gap.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
