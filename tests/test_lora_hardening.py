@@ -89,7 +89,7 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return meta, tensors
 
 
-CHECKSUM_KEY = "vk_adam_sha256"  # the documented scheme: see vk_adam/lora.py, "checkpoints"
+CHECKSUM_KEY = "vk_adam_sha256"  # the documented scheme: see vk_adam/lora/checkpoint_format.py, "checkpoints"
 
 
 def write_signed(path: Path, meta: Any, tensors: dict[str, np.ndarray], raw_meta: str | None = None) -> None:
