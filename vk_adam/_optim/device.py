@@ -163,6 +163,7 @@ class DeviceGroups:
         cached = bset.pipelines.get(key)
         if cached is None:
             if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
+                self._check_room(bset, grad)
                 self._evict(bset)
             tensors = [bset.param, grad, self.status, *(bset.state[s.name] for s in group.variant.state)]
             update = self.rt.pipeline(
@@ -188,15 +189,23 @@ class DeviceGroups:
             )
         bset.bound_grad = grad
 
-    def _evict(self, bset: BufferSet) -> None:
-        evictable = [k for k in bset.pipelines if k not in bset.recorded]
-        if not evictable:
+    @staticmethod
+    def _check_room(bset: BufferSet, grad: Any) -> None:
+        """Refuse a new gradient buffer when every cached pipeline is pinned by record_step."""
+        if (
+            id(grad) not in bset.pipelines
+            and len(bset.pipelines) >= MAX_PIPELINES_PER_SET
+            and all(k in bset.recorded for k in bset.pipelines)
+        ):
             raise ValueError(
                 f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
                 "gradient buffers through record_step; their pipelines must outlive the "
                 "sequences you recorded, so no more can be bound. Reuse a few gradient "
                 "buffers (for example opt.grad_buffer()), or create a new optimizer"
             )
+
+    def _evict(self, bset: BufferSet) -> None:
+        evictable = [k for k in bset.pipelines if k not in bset.recorded]
         self._drain()
         for k in evictable:
             _grad, *algos = bset.pipelines.pop(k)
@@ -222,6 +231,12 @@ class DeviceGroups:
         """Copy host params/grads into staging, rebind device grads; return buffers to upload.
 
         The caller makes sure no submitted work still reads the staging memory written here."""
+        if prepared is not None:  # a refusal must come before any staging memory is written
+            for gi, group in enumerate(self.groups):
+                if not group.host_mode:
+                    for bset, g in zip(group.sets, prepared[gi], strict=True):
+                        if not isinstance(g, np.ndarray):
+                            self._check_room(bset, g)
         upload: list[Any] = []
         for gi, group in enumerate(self.groups):
             grads = prepared[gi] if prepared is not None else None

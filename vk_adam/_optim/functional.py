@@ -7,6 +7,7 @@ travel as push constants (one cached pipeline), and the math is torch's (see REA
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from .._rules.builtin import ADAMW
 from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .groups import as_step, check_hyper_types, check_options, show
 
 
 @functools.cache
@@ -43,13 +45,16 @@ def adam_update(
     ``amsgrad``, ``maximize``, ``decoupled_weight_decay``), defaulting to torch.optim.AdamW's.
     With ``amsgrad`` pass ``max_exp_avg_sq`` too.
     """
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict of Adam hyperparameters or None (got {show(config)})")
     hyper = {**ADAMW.defaults, **(config or {})}
     unknown = set(hyper) - set(ADAMW.defaults)
     if unknown:
         raise TypeError(f"unknown Adam config key(s) {sorted(unknown)}; known: {sorted(ADAMW.defaults)}")
+    check_hyper_types(ADAMW, hyper)
     ADAMW.validate(hyper)
-    if int(step) < 1 or int(step) != step:
-        raise ValueError(f"step must be an integer >= 1 (got {step}); the first update is step 1")
+    step = as_step(step, "step", 1)
+    check_options(device, manager, zero_grad=zero_grad)
     buffers = [param, grad, exp_avg, exp_avg_sq]
     names = ["param", "grad", "exp_avg", "exp_avg_sq"]
     if hyper["amsgrad"]:
@@ -76,6 +81,10 @@ def adam_update(
         sizes = [b.size for b in buffers]
     if len(set(sizes)) != 1:
         raise ValueError(f"buffers differ in size: {dict(zip(names, sizes, strict=True))}")
+    for i, j in itertools.combinations(range(len(buffers)), 2):
+        a, b = buffers[i], buffers[j]
+        if a is b or (isinstance(a, np.ndarray) and np.may_share_memory(a, b)):
+            raise ValueError(f"{names[i]} and {names[j]} share memory; each buffer needs its own")
     n = sizes[0]
     if not 0 < n <= MAX_ELEMENTS:
         raise ValueError(f"buffers hold {n} elements; between 1 and {MAX_ELEMENTS} are supported")
@@ -95,7 +104,7 @@ def adam_update(
         spec = [float(zero_grad), *ADAMW.spec_constants(hyper)]
         push = np.empty(1 + variant.hyper_count, np.float32)
         push.view(np.uint32)[0] = n
-        push[1:] = ADAMW.push_constants(hyper, int(step))
+        push[1:] = ADAMW.push_constants(hyper, step)
         bound = [tensors[0], tensors[1], status, *tensors[2:]]
         algo = runtime.pipeline(bound, load_spirv(str(variant.spirv)), (n + 3) // 4, spec, len(push))
         ops = [

@@ -1,8 +1,12 @@
 """Checking what the user passes, before anything is built or written: param groups,
-gradients, and hyperparameters changed between steps. Pure NumPy, no Vulkan device."""
+gradients, hyperparameters (also when changed between steps), step counts and options. Pure
+NumPy, no Vulkan device. Every check raises TypeError (wrong kind of value) or ValueError
+(right kind, wrong value) with a message that names the argument."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -19,6 +23,97 @@ class GroupShape(Protocol):
 
     slots: list[ParamSlot]
     host_mode: bool
+
+
+#: The largest step count accepted (state dicts store it as a float, exact up to 2**53).
+MAX_STEP = 2**53
+
+
+def show(value: Any) -> str:
+    """A short description of a bad value for an error message: its type and repr."""
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return text if value is None else f"{type(value).__name__} {text}"
+
+
+def is_real(value: Any) -> bool:
+    """A real number that is not a bool (bools are flags, not numbers, in vk-adam's API)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def is_index(value: Any) -> bool:
+    """An integer that is not a bool (Python or NumPy)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_kp_object(obj: object, name: str) -> bool:
+    """Whether ``obj`` is a kp ``name`` (``Manager``, ``Sequence``) or a subclass, without importing kp."""
+    return any(c.__name__ == name and c.__module__ in ("kp", "builtins") for c in type(obj).__mro__)
+
+
+def check_flag(name: str, value: Any) -> None:
+    """Flags are bools: a string such as ``"no"`` would otherwise count as True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False (got {show(value)})")
+
+
+def check_options(device: Any, manager: Any, **flags: Any) -> None:
+    """The keyword options of an optimizer (or ``adam_update``) other than hyperparameters."""
+    for name, value in flags.items():
+        check_flag(name, value)
+    if device is not None and not isinstance(device, str) and type(device) is not int:
+        raise TypeError(f"device must be a device index, a name substring or None (got {show(device)})")
+    if manager is not None and not is_kp_object(manager, "Manager"):
+        raise TypeError(f"manager must be a kp.Manager or None (got {show(manager)})")
+
+
+def as_step(value: Any, what: str, minimum: int) -> int:
+    """A step count as an int: an integer (or an integral float, or a NumPy scalar or 0-d
+    array of one, as torch saves steps) from ``minimum`` to :data:`MAX_STEP`."""
+    v = value
+    if not isinstance(v, np.ndarray) and hasattr(v, "__array__") and not isinstance(v, np.generic):
+        try:  # a torch tensor
+            v = np.asarray(v)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(f"{what} must be an integer >= {minimum}; could not read {show(value)}") from exc
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if not is_real(v):
+        raise TypeError(f"{what} must be an integer >= {minimum} (got {show(value)})")
+    if isinstance(v, numbers.Integral):
+        n = int(v)
+    else:
+        f = float(v)
+        if not (math.isfinite(f) and f.is_integer()):
+            raise ValueError(f"{what} must be an integer >= {minimum} (got {f!r})")
+        n = int(f)
+    if n < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum} (got {n})")
+    if n > MAX_STEP:
+        raise ValueError(f"{what} must be at most 2**53 (got {n})")
+    return n
+
+
+def check_hyper_types(rule: UpdateRule, options: Mapping[str, Any], where: str = "") -> None:
+    """Every hyperparameter is present and of its default's kind (a bool flag, a real number,
+    a tuple of real numbers), so that the rule's ``validate`` and push constants see numbers;
+    ``where`` (e.g. "param group 1") prefixes the message."""
+    prefix = f"{where}: " if where else ""
+    for key, default in rule.defaults.items():
+        if key not in options:
+            raise ValueError(f"{prefix}hyperparameter {key!r} is missing; rule {rule.name!r} needs it")
+        value = options[key]
+        if isinstance(default, (bool, np.bool_)):
+            ok, expected = isinstance(value, (bool, np.bool_)), "True or False"
+        elif is_real(default):
+            ok, expected = is_real(value), "a real number"
+        elif isinstance(default, (tuple, list)) and all(is_real(d) for d in default):
+            ok = isinstance(value, (tuple, list)) and all(is_real(v) for v in value)
+            expected = "a pair of real numbers" if len(default) == 2 else "a tuple of real numbers"
+        else:
+            continue
+        if not ok:
+            raise TypeError(f"{prefix}{key} must be {expected} (got {show(value)})")
 
 
 def shader_spec(rule: UpdateRule, options: Mapping[str, Any], zero_grad: bool) -> tuple[float, ...]:
@@ -50,15 +145,18 @@ def group_options(
         )
     defaults = {**rule.defaults, **hyper}
     groups = normalize_groups(params, defaults)
-    for options in groups:
+    for gi, options in enumerate(groups):
+        check_hyper_types(rule, options, f"param group {gi}" if len(groups) > 1 else "")
         rule.validate(options)
     if not has_manager and any(is_kp_tensor(p) for g in groups for p in g["params"]):
         raise ValueError("params include kp tensors: pass the kp.Manager that created them as manager=...")
     return defaults, groups
 
 
-def check_recordable(groups: Sequence[GroupShape], skip_nonfinite: bool) -> None:
-    """``record_step`` needs params on the device and no decision by the host."""
+def check_recordable(groups: Sequence[GroupShape], skip_nonfinite: bool, sequence: Any) -> None:
+    """``record_step`` needs a kp sequence, params on the device and no decision by the host."""
+    if not is_kp_object(sequence, "Sequence"):
+        raise TypeError(f"sequence must be a kp.Sequence to record the step into (got {show(sequence)})")
     if any(g.host_mode for g in groups):
         raise TypeError("record_step needs params on the device (kp tensors); NumPy params use step()")
     if skip_nonfinite:
@@ -78,8 +176,11 @@ def refuse_host_grads(prepared: list[list[Any]] | None) -> None:
 def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list[dict[str, Any]]:
     """torch.optim's ``params`` argument (arrays/tensors, or param-group dicts) as a list of
     group dicts with every hyperparameter filled in; every param checked."""
-    if isinstance(params, np.ndarray) or is_kp_tensor(params):
-        raise TypeError("params must be a list of arrays/tensors or of param-group dicts")
+    not_a_list = isinstance(params, (np.ndarray, str, bytes, Mapping)) or is_kp_tensor(params)
+    if not_a_list or not isinstance(params, Iterable):
+        raise TypeError(
+            f"params must be a list of arrays/tensors or of param-group dicts (got {show(params)})"
+        )
     items = list(params)
     if not items:
         raise ValueError("optimizer got an empty parameter list")
@@ -89,6 +190,10 @@ def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list
         if not isinstance(group, Mapping) or "params" not in group:
             raise TypeError(f"param group {index} must be a dict with a 'params' key")
         plist = group["params"]
+        if isinstance(plist, (str, bytes, Mapping)) or not isinstance(plist, Iterable):
+            raise TypeError(
+                f"'params' of param group {index} must be a list of arrays/tensors (got {show(plist)})"
+            )
         plist = [plist] if isinstance(plist, np.ndarray) or is_kp_tensor(plist) else list(plist)
         if not plist:
             raise ValueError(f"param group {index} has no params")
@@ -117,20 +222,48 @@ def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list
                 )
             if p.size == 0:
                 raise ValueError(f"param {pi} of group {gi} is empty")
+    check_no_overlap(groups)
     return groups
 
 
-def prepare_grads(grads: Sequence[Any] | None, groups: Sequence[GroupShape]) -> list[list[Any]] | None:
+def check_no_overlap(groups: Sequence[Mapping[str, Any]]) -> None:
+    """NumPy params (C-contiguous, so each is one byte range) must not share memory: each is
+    written back after a step, and views of one array would overwrite each other's update."""
+    spans = sorted(
+        (p.__array_interface__["data"][0], p.nbytes, gi, pi)
+        for gi, group in enumerate(groups)
+        for pi, p in enumerate(group["params"])
+        if isinstance(p, np.ndarray)
+    )
+    end, owner = -1, (0, 0)
+    for start, nbytes, gi, pi in spans:
+        if start < end:
+            raise ValueError(
+                f"param {pi} of group {gi} shares memory with param {owner[1]} of group {owner[0]} "
+                "(views of one array?); each param needs memory of its own"
+            )
+        if start + nbytes > end:
+            end, owner = start + nbytes, (gi, pi)
+
+
+def prepare_grads(
+    grads: Sequence[Any] | None, groups: Sequence[GroupShape], caller: str = "step()"
+) -> list[list[Any]] | None:
     """Validate every gradient before anything is written; per group, per param."""
     if grads is None:
         return None
     if isinstance(grads, np.ndarray) or is_kp_tensor(grads):
         grads = [grads]
+    if isinstance(grads, (str, bytes, Mapping)) or not isinstance(grads, Iterable):
+        raise TypeError(
+            f"grads must be a sequence of arrays or kp tensors, one per param in param order, "
+            f"or None (got {show(grads)})"
+        )
     grads = list(grads)
     expected = sum(len(g.slots) for g in groups)
     if len(grads) != expected:
         raise ValueError(
-            f"step() got {len(grads)} gradient(s) for {expected} param(s); pass one per param, "
+            f"{caller} got {len(grads)} gradient(s) for {expected} param(s); pass one per param, "
             "in the order of the params (group by group)"
         )
     out: list[list[Any]] = []
@@ -150,7 +283,12 @@ def prepare_grads(grads: Sequence[Any] | None, groups: Sequence[GroupShape]) -> 
                     )
                 prepared.append(g)
                 continue
-            g = np.asarray(g)
+            if g is None:
+                raise TypeError(f"grad for {name} is None; expected an array")
+            try:
+                g = np.asarray(g)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise TypeError(f"grad for {name} is not an array of numbers ({show(g)}): {exc}") from exc
             if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                 raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
             if g.dtype != np.float32:
@@ -176,9 +314,10 @@ class OptionsOf(Protocol):
 def revalidate(rule: UpdateRule, groups: Sequence[OptionsOf], zero_grad: bool) -> None:
     """Re-check hyperparameters changed since the last step (e.g. by a schedule), before any
     GPU work, like torch's validation. Unchanged groups cost one dict comparison."""
-    for group in groups:
-        if group.options == group.validated:
+    for gi, group in enumerate(groups):
+        if _unchanged(group.options, group.validated):
             continue
+        check_hyper_types(rule, group.options, f"param group {gi}")
         rule.validate(group.options)
         if not same_shader(rule, group.options, zero_grad, group.variant, group.spec):
             raise ValueError(
@@ -186,3 +325,17 @@ def revalidate(rule: UpdateRule, groups: Sequence[OptionsOf], zero_grad: bool) -
                 "cannot change after construction; create a new optimizer"
             )
         group.validated = dict(group.options)
+
+
+def _unchanged(options: Mapping[str, Any], validated: Mapping[str, Any] | None) -> bool:
+    """Whether every option is the value (and type: ``1 == True``) last validated. A value that
+    cannot be compared (an array) counts as changed, and gets checked."""
+    if validated is None or options.keys() != validated.keys():
+        return False
+    try:
+        return all(
+            v is validated[k] or (type(v) is type(validated[k]) and bool(v == validated[k]))
+            for k, v in options.items()
+        )
+    except (TypeError, ValueError):
+        return False

@@ -20,7 +20,14 @@ from .._rules.registry import default_registry
 from .._rules.rule import UpdateRule
 from .._runtime import Runtime
 from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
-from .groups import check_recordable, group_options, prepare_grads, refuse_host_grads, revalidate
+from .groups import (
+    check_options,
+    check_recordable,
+    group_options,
+    prepare_grads,
+    refuse_host_grads,
+    revalidate,
+)
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .state_dict import read_state_dict, write_state_dict
@@ -60,13 +67,13 @@ class Optimizer:
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
-        self.rule = rule if isinstance(rule, UpdateRule) else default_registry().get(rule)
+        self.rule = default_registry().get(rule) if isinstance(rule, str) else rule
         # A rule object passed directly gets the checks registration runs (a shader that binds
         # more state buffers than the rule declares would crash the driver).
         check_rule_object(self.rule)
+        check_options(device, manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile)
         #: Whether each step zeroes the device gradient buffer in the same pass.
-        self.zeroes_grad = bool(zero_grad)
-        self.skip_nonfinite = bool(skip_nonfinite)
+        self.zeroes_grad, self.skip_nonfinite = bool(zero_grad), bool(skip_nonfinite)
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
         self._rt = Runtime(manager=manager, device=device)
         self.device = self._rt.device
@@ -108,6 +115,7 @@ class Optimizer:
         """
         started = time.perf_counter()
         self._check_open()
+        check_options(None, None, wait=wait)
         prepared = prepare_grads(grads, self._groups)
         if not wait and self.skip_nonfinite:
             raise ValueError(
@@ -135,8 +143,8 @@ class Optimizer:
         ``skip_nonfinite``, need the host between steps and are refused.
         """
         self._check_open()
-        check_recordable(self._groups, self.skip_nonfinite)
-        prepared = prepare_grads(grads, self._groups)
+        check_recordable(self._groups, self.skip_nonfinite, sequence)
+        prepared = prepare_grads(grads, self._groups, "record_step()")
         refuse_host_grads(prepared)
         revalidate(self.rule, self._groups, self.zeroes_grad)
         self._dev.stage_inputs(prepared, recording=True)

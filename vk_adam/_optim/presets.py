@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from .optimizer import Optimizer
+
+
+def _pair(betas: Any) -> Any:
+    """``betas`` as a tuple when it is a list, tuple or array; anything else is left for the
+    hyperparameter checks to refuse with a message that names ``betas``."""
+    if isinstance(betas, (list, tuple)) or (isinstance(betas, np.ndarray) and betas.ndim == 1):
+        return tuple(betas)
+    return betas
 
 
 class Adam(Optimizer):
@@ -36,7 +46,7 @@ class Adam(Optimizer):
             params,
             "adam",
             lr=lr,
-            betas=tuple(betas),
+            betas=_pair(betas),
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
@@ -74,7 +84,7 @@ class AdamW(Optimizer):
             params,
             "adamw",
             lr=lr,
-            betas=tuple(betas),
+            betas=_pair(betas),
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .device import DeviceGroups, Group
-from .groups import same_shader
+from .groups import as_step, check_hyper_types, is_index, same_shader, show
 from .layout import ParamSlot
 
 Array = npt.NDArray[Any]
@@ -56,17 +56,73 @@ def read_state_dict(device: DeviceGroups) -> dict[str, Any]:
     return {"state": state, "param_groups": param_groups}
 
 
+def _checked_groups(state_dict: Any, count: int) -> tuple[list[Mapping[str, Any]], Mapping[Any, Any]]:
+    """The param groups and the per-param state of ``state_dict``, checked for structure: a
+    dict with ``state`` (a dict) and ``param_groups`` (``count`` dicts, each with a list of
+    distinct integer param ids under ``params``)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            f"state_dict must be a dict with the keys 'state' and 'param_groups' (got {show(state_dict)})"
+        )
+    if "state" not in state_dict or "param_groups" not in state_dict:
+        raise ValueError(
+            "a state dict has the keys 'state' and 'param_groups'; this one has "
+            f"{sorted(map(str, state_dict))}"
+        )
+    saved_groups, state = state_dict["param_groups"], state_dict["state"]
+    if not isinstance(saved_groups, (list, tuple)):
+        raise TypeError(
+            f"state_dict['param_groups'] must be a list of param group dicts (got {show(saved_groups)})"
+        )
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state_dict['state'] must be a dict of param id -> param state (got {show(state)})")
+    if len(saved_groups) != count:
+        raise ValueError(
+            f"loaded state dict has {len(saved_groups)} param group(s); this optimizer has {count}"
+        )
+    seen: set[int] = set()
+    for gi, saved in enumerate(saved_groups):
+        if not isinstance(saved, Mapping):
+            raise TypeError(f"param group {gi} of the loaded state dict must be a dict (got {show(saved)})")
+        if "params" not in saved:
+            raise ValueError(
+                f"param group {gi} of the loaded state dict has no 'params' (its list of param ids)"
+            )
+        ids = saved["params"]
+        if not isinstance(ids, (list, tuple)) or not all(is_index(i) for i in ids):
+            raise TypeError(
+                f"'params' of param group {gi} of the loaded state dict must be a list of integer "
+                f"param ids (got {show(ids)})"
+            )
+        repeated = seen.intersection(int(i) for i in ids) or len(set(map(int, ids))) != len(ids)
+        if repeated:
+            raise ValueError(f"param group {gi} of the loaded state dict repeats a param id: {list(ids)}")
+        seen.update(int(i) for i in ids)
+    return list(saved_groups), state
+
+
+def _state_array(value: Any, name: str, param_id: int) -> Array:
+    """A saved state buffer as a flat float32 copy: an array (or nested list) of real numbers."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(
+            f"state {name!r} of param {param_id} is not an array of numbers ({show(value)})"
+        ) from exc
+    if array.dtype.kind not in "fiu":
+        raise TypeError(
+            f"state {name!r} of param {param_id} must be an array of floats (got dtype {array.dtype}: "
+            f"{show(value)})"
+        )
+    return array.astype(np.float32).reshape(-1)
+
+
 def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
     """Check ``state_dict`` against the optimizer whose device side is ``device``, then wait
-    for its submitted steps (``drain``) and load it. On error nothing is modified."""
+    for its submitted steps (``drain``) and load it. On error nothing is modified: every
+    check (structure, types, hyperparameters, steps, buffer sizes) runs before the first write."""
     rt, rule, groups = device.rt, device.rule, device.groups
-    if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
-        raise ValueError("a state dict has the keys 'state' and 'param_groups'")
-    saved_groups = list(state_dict["param_groups"])
-    if len(saved_groups) != len(groups):
-        raise ValueError(
-            f"loaded state dict has {len(saved_groups)} param group(s); this optimizer has {len(groups)}"
-        )
+    saved_groups, state = _checked_groups(state_dict, len(groups))
     new_options = []
     for gi, (saved, group) in enumerate(zip(saved_groups, groups, strict=True)):
         if len(saved["params"]) != len(group.slots):
@@ -77,6 +133,7 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
         options = {**group.options, **{k: v for k, v in saved.items() if k in rule.defaults}}
         if isinstance(options.get("betas"), list):
             options["betas"] = tuple(options["betas"])
+        check_hyper_types(rule, options, f"param group {gi} of the loaded state dict")
         rule.validate(options)
         if not same_shader(rule, options, device.zero_grad, group.variant, group.spec):
             raise ValueError(
@@ -85,35 +142,42 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
                 "with the same options as the one that saved it"
             )
         new_options.append(options)
-    state = state_dict["state"]
     steps: list[int] = []
     writes: list[tuple[Any, int, Array]] = []
     params_flat = list(_all_slots(groups))
     for gi, group in enumerate(groups):
-        ids = list(saved_groups[gi]["params"])
+        ids = [int(i) for i in saved_groups[gi]["params"]]
         group_steps = set()
         for local, saved_id in enumerate(ids):
             _, _, slot = params_flat[sum(len(g.slots) for g in groups[:gi]) + local]
             buffers = group.sets[slot.buffer_set].state
-            entry = state.get(saved_id, state.get(str(saved_id)))
-            if entry is None:
+            key = saved_id if saved_id in state else str(saved_id)
+            if key not in state:  # never stepped: the initial state
                 group_steps.add(0)
                 for s in group.variant.state:
                     writes.append(
                         (buffers[s.name], slot.offset, np.full(slot.size, s.initial_value, np.float32))
                     )
                 continue
-            group_steps.add(int(float(np.asarray(entry.get("step", 0)))))
+            entry = state[key]
+            if not isinstance(entry, Mapping):
+                raise TypeError(
+                    f"state of param {saved_id} must be a dict of 'step' and state buffers "
+                    f"(got {show(entry)})"
+                )
+            group_steps.add(
+                as_step(entry["step"], f"'step' of param {saved_id}", 0) if "step" in entry else 0
+            )
             for s in group.variant.state:
                 if s.name not in entry:
                     raise ValueError(f"state of param {saved_id} lacks {s.name!r}")
-                value = np.asarray(entry[s.name], dtype=np.float32)
+                value = _state_array(entry[s.name], s.name, saved_id)
                 if value.size != slot.size:
                     raise ValueError(
                         f"state {s.name!r} of param {saved_id} has {value.size} elements; "
                         f"the param has {slot.size}"
                     )
-                writes.append((buffers[s.name], slot.offset, value.reshape(-1)))
+                writes.append((buffers[s.name], slot.offset, value))
         if len(group_steps) > 1:
             raise ValueError(
                 f"param group {gi} has params at different steps {sorted(group_steps)}; "

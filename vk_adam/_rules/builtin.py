@@ -34,16 +34,17 @@ _ADAM_VARIANTS = {
 def _validate_adam(hyper: Hyper) -> None:
     lr, eps, wd = hyper["lr"], hyper["eps"], hyper["weight_decay"]
     betas = hyper["betas"]
-    if not 0.0 <= lr:
+    # torch's checks, plus: infinite values are refused too (they only make NaNs).
+    if not 0.0 <= lr < math.inf:
         raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
+    if not 0.0 <= eps < math.inf:
         raise ValueError(f"Invalid epsilon value: {eps}")
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"Invalid betas: {betas!r} (expected a pair (beta1, beta2))")
     for index, beta in enumerate(betas):
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"Invalid beta parameter at index {index}: {beta}")
-    if not 0.0 <= wd:
+    if not 0.0 <= wd < math.inf:
         raise ValueError(f"Invalid weight_decay value: {wd}")
 
 
@@ -140,12 +141,15 @@ _SGD_VARIANTS = {
 
 def _validate_sgd(hyper: Hyper) -> None:
     lr, momentum, wd = hyper["lr"], hyper["momentum"], hyper["weight_decay"]
-    if not 0.0 <= lr:
+    # torch's checks, plus: infinite values (and a non-finite dampening) are refused too.
+    if not 0.0 <= lr < math.inf:
         raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= momentum:
+    if not 0.0 <= momentum < math.inf:
         raise ValueError(f"Invalid momentum value: {momentum}")
-    if not 0.0 <= wd:
+    if not 0.0 <= wd < math.inf:
         raise ValueError(f"Invalid weight_decay value: {wd}")
+    if not math.isfinite(hyper["dampening"]):
+        raise ValueError(f"Invalid dampening value: {hyper['dampening']}")
     if hyper["nesterov"] and (momentum <= 0 or hyper["dampening"] != 0):
         raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 

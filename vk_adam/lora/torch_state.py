@@ -79,7 +79,7 @@ def _load_state_by_name(
         )
     try:
         optimizer.load_state_dict({"state": {0: flat} if flat else {}, "param_groups": groups})
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # the optimizer's refusal: nothing was loaded
         raise CheckpointError(str(exc)) from exc
 
 
