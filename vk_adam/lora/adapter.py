@@ -1,17 +1,5 @@
-"""The LoRA adapter itself: every A and B of every layer in one flat buffer, updated by one dispatch.
-
-A LoRA adapter (Hu et al. 2021) adds ``scale * B @ A`` to each frozen target weight
-``W [out, in]``, with ``A [rank, in]`` (Kaiming-uniform) and ``B [out, rank]`` (zeros), and
-``scale = alpha / rank`` (or ``alpha / sqrt(rank)``, rsLoRA). All A and B tensors of an adapter
-live in one float32 array (``flat_params``), each a view at an offset aligned to 64 elements;
-their gradients live in ``flat_grads`` with the same layout. An optimizer over the adapter sees
-one parameter, so a step is one dispatch whatever the tensor count::
-
-    adapter = LoRAAdapter.create(layers=32, in_features=4096, out_features=4096, rank=16,
-                                 target_modules=("q_proj", "k_proj", "v_proj", "o_proj"))
-    opt = adapter.optimizer("adamw", lr=1e-4)
-    adapter.grad("model.layers.0.self_attn.q_proj", "B")[...] = dB    # write gradients
-    update_lora_adapter(adapter, opt)                                  # one dispatch
+"""The LoRA adapter itself: every A and B of every layer in one flat buffer, updated by one
+dispatch (the package docstring, ``vk_adam.lora``, shows the use).
 
 This module owns the layout, the optimizer over it, the host/device copies and the checked
 update; the rest of ``vk_adam.lora`` builds on it. The file formats (:mod:`.peft`,
