@@ -24,6 +24,7 @@ import numpy.typing as npt
 from .._rules.rule import ShaderVariant, UpdateRule
 from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .clipping import GradClipper, initial_status
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat, scatter
 
@@ -44,12 +45,13 @@ class BufferSet:
     grad: Any
     state: dict[str, Any]
     n: int
+    index: int  # position among all of the optimizer's buffer sets
     update_algo: Any = None
     check_algo: Any = None
-    check_op: Any = None  # the non-finite check's dispatch: its push constant (n) never changes
+    check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
-    # id(grad tensor) -> (grad tensor, update algorithm, check algorithm or None)
-    pipelines: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
+    pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # ids of grad tensors whose pipelines a record_step used: never evicted
     recorded: set[int] = field(default_factory=set)
 
@@ -73,8 +75,9 @@ class Group:
 class DeviceGroups:
     """Every group's buffers and pipelines on one runtime, and the ops of one step.
 
-    ``groups``: checked param-group dicts. ``drain`` waits for every submitted step: called
-    before a pipeline is destroyed."""
+    ``groups``: checked param-group dicts. ``clip``: clip gradients by global norm on the
+    device (``max_norm`` is set by the optimizer). ``drain`` waits for every submitted step:
+    called before a pipeline is destroyed."""
 
     def __init__(
         self,
@@ -84,6 +87,7 @@ class DeviceGroups:
         zero_grad: bool,
         skip_nonfinite: bool,
         *,
+        clip: bool = False,
         drain: Callable[[], None],
     ) -> None:
         self.rt, self.rule = rt, rule
@@ -91,7 +95,12 @@ class DeviceGroups:
         self._drain = drain
         self._spirv: dict[str, bytes] = {}
         self.groups: list[Group] = []
-        self.status = rt.buffer(np.zeros(1, np.uint32))  # the non-finite check's verdict
+        # skip flag, gradient scale, last norm (clipping.py); every update shader reads it
+        self.status = rt.buffer(initial_status())
+        sets = sum(1 if not is_kp_tensor(g["params"][0]) else len(g["params"]) for g in groups)
+        self.clipper = GradClipper(rt, self.status, sets, skip_nonfinite) if clip else None
+        self.max_norm = 0.0
+        self._sets = 0
         self._status_barrier = rt.barrier_op([self.status])
         self._status_download = rt.download_op([self.status])
         self._host_download: Any = None
@@ -123,6 +132,7 @@ class DeviceGroups:
                 self.rt.buffer(np.zeros(total, np.float32)),
                 self._new_state(variant, total),
                 total,
+                self._next_index(),
             )
             group.sets.append(bset)
             group.param_staging.append(bset.param.data())
@@ -136,11 +146,15 @@ class DeviceGroups:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
                 grad = self.rt.buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
-                group.sets.append(BufferSet(p, grad, self._new_state(variant, n), n))
+                group.sets.append(BufferSet(p, grad, self._new_state(variant, n), n, self._next_index()))
         for bset in group.sets:
             self.bind(group, bset, bset.grad)
         self.groups.append(group)
         return group
+
+    def _next_index(self) -> int:
+        self._sets += 1
+        return self._sets - 1
 
     def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
         return {s.name: self.rt.buffer(np.full(n, s.initial_value, np.float32)) for s in variant.state}
@@ -173,20 +187,19 @@ class DeviceGroups:
                 group.spec,
                 1 + group.variant.hyper_count,
             )
-            check = None
-            if self.skip_nonfinite:
+            check = check_op = None
+            if self.clipper is not None:  # its pass 1 also detects non-finite gradients
+                check, check_op = self.clipper.sumsq_pipeline(grad, bset.n, bset.index)
+            elif self.skip_nonfinite:
                 check = self.rt.pipeline([grad, self.status], self._shader("nonfinite_check"), bset.n, (), 1)
-            cached = (grad, update, check)
+                check_op = self.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
+            cached = (grad, update, check, check_op)
             bset.pipelines[key] = cached
         if recording:
             bset.recorded.add(key)
         if bset.bound_grad is not grad:
             self._barrier_before = self._barrier_after = None
-        _, bset.update_algo, bset.check_algo = cached
-        if bset.check_algo is not None:
-            bset.check_op = self.rt.dispatch_op(
-                bset.check_algo, np.array([bset.n], np.uint32).view(np.float32)
-            )
+        _, bset.update_algo, bset.check_algo, bset.check_op = cached
         bset.bound_grad = grad
 
     @staticmethod
@@ -208,7 +221,7 @@ class DeviceGroups:
         evictable = [k for k in bset.pipelines if k not in bset.recorded]
         self._drain()
         for k in evictable:
-            _grad, *algos = bset.pipelines.pop(k)
+            _grad, *algos, _op = bset.pipelines.pop(k)
             for algo in algos:
                 if algo is not None:
                     self.rt.destroy_pipeline(algo)
@@ -221,7 +234,8 @@ class DeviceGroups:
             buffers = [
                 t for g in self.groups for b in g.sets for t in (b.param, b.bound_grad, *b.state.values())
             ]
-            self._barrier_before = self.rt.barrier_op([*buffers, self.status])
+            extra = [self.clipper.partials] if self.clipper is not None else []
+            self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
             self._barrier_after = self.rt.barrier_op(buffers)
         return self._barrier_before, self._barrier_after
 
@@ -264,10 +278,15 @@ class DeviceGroups:
         ops = [before]
         if upload:
             ops.append(self.rt.upload_op(upload))
-        if self.skip_nonfinite:
+        if self.clipper is not None or self.skip_nonfinite:
             ops += [bset.check_op for group in self.groups for bset in group.sets]
-            # The host reads the verdict after the wait; the update dispatches read it on the GPU.
-            ops += [self._status_download, self._status_barrier]
+            if self.clipper is not None:
+                ops += self.clipper.finish_ops(self.max_norm)
+            # The host reads the verdict after the wait; the update dispatches read the status
+            # (verdict, gradient scale) on the GPU.
+            if self.skip_nonfinite:
+                ops.append(self._status_download)
+            ops.append(self._status_barrier)
         first_dispatch = len(ops)
         for group in self.groups:
             for bset in group.sets:

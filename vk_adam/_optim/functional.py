@@ -16,6 +16,7 @@ import numpy as np
 from .._rules.builtin import ADAMW
 from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .clipping import initial_status
 from .groups import as_step, check_hyper_types, check_options, show
 
 
@@ -98,7 +99,7 @@ def adam_update(
         else:
             tensors = [runtime.buffer(b) for b in buffers]
             owned += tensors
-        status = runtime.buffer(np.zeros(1, np.uint32))
+        status = runtime.buffer(initial_status())  # no skip, gradient scale 1
         owned.append(status)
         variant = ADAMW.variant_for(hyper)
         spec = [float(zero_grad), *ADAMW.spec_constants(hyper)]

@@ -19,6 +19,8 @@ from .._rules.checks import check_rule_object
 from .._rules.registry import default_registry
 from .._rules.rule import UpdateRule
 from .._runtime import Runtime
+from .access import DeviceAccess
+from .clipping import check_harness, check_max_norm
 from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
 from .groups import (
     check_options,
@@ -36,7 +38,7 @@ from .state_dict import read_state_dict, write_state_dict
 MAX_STEPS_IN_FLIGHT = 8
 
 
-class Optimizer:
+class Optimizer(DeviceAccess):
     """An update rule from the registry, run on a Vulkan device through kp.
 
     ``params``: NumPy float32 arrays (updated in place), kp tensors on ``manager``, or param
@@ -52,6 +54,9 @@ class Optimizer:
       * ``skip_nonfinite``: when any gradient holds NaN/Inf, skip the whole step on the GPU and
         leave params, state and step count untouched (default False: torch's behaviour, the
         NaN propagates).
+      * ``clip_grad_norm``: clip the gradients of all params by their global L2 norm to at most
+        this value, on the device, before every step (``torch.nn.utils.clip_grad_norm_``);
+        :meth:`last_grad_norm` reads the norm. Default None (off).
     """
 
     def __init__(
@@ -64,6 +69,7 @@ class Optimizer:
         zero_grad: bool = True,
         skip_nonfinite: bool = False,
         profile: bool = False,
+        clip_grad_norm: float | None = None,
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
@@ -74,7 +80,10 @@ class Optimizer:
         check_options(device, manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile)
         #: Whether each step zeroes the device gradient buffer in the same pass.
         self.zeroes_grad, self.skip_nonfinite = bool(zero_grad), bool(skip_nonfinite)
+        max_norm = check_max_norm(clip_grad_norm)
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
+        if max_norm is not None:
+            check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
         self.device = self._rt.device
         self._closed = False
@@ -87,8 +96,15 @@ class Optimizer:
         self._in_flight = InFlight(DeviceGroups.copy_back)
         try:
             self._dev = DeviceGroups(
-                self._rt, self.rule, groups, self.zeroes_grad, self.skip_nonfinite, drain=self._drain
+                self._rt,
+                self.rule,
+                groups,
+                self.zeroes_grad,
+                self.skip_nonfinite,
+                clip=max_norm is not None,
+                drain=self._drain,
             )
+            self._dev.max_norm = max_norm or 0.0
         except BaseException:
             self.close()
             raise
@@ -216,30 +232,6 @@ class Optimizer:
         """Wait for every asynchronous step issued so far."""
         self._check_open()
         self._drain()
-
-    # -- device buffers (for applications that stay on the GPU) ----------------------------
-
-    def param_buffer(self, group: int = 0, index: int = 0) -> Any:
-        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups)."""
-        self._check_open()
-        return self._groups[group].sets[index].param
-
-    def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
-        """The kp tensor that ``step()`` (without grads) reads gradients from.
-
-        Write gradients into it on the device (your own shaders), then call ``step()``.
-        For NumPy groups it is the group's flat gradient buffer (see :meth:`param_offsets`).
-        """
-        self._check_open()
-        return self._groups[group].sets[index].grad
-
-    def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
-        """(offset, shape) of each param of a NumPy group inside its flat buffers."""
-        return [(s.offset, s.shape) for s in self._groups[group].slots]
-
-    def dispatches_per_step(self) -> int:
-        """How many update dispatches one step records (one per buffer set)."""
-        return self._dev.dispatches_per_step()
 
     # -- state dict ------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ class Adam(Optimizer):
         zero_grad: bool = True,
         skip_nonfinite: bool = False,
         profile: bool = False,
+        clip_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             params,
@@ -57,6 +58,7 @@ class Adam(Optimizer):
             zero_grad=zero_grad,
             skip_nonfinite=skip_nonfinite,
             profile=profile,
+            clip_grad_norm=clip_grad_norm,
         )
 
 
@@ -79,6 +81,7 @@ class AdamW(Optimizer):
         zero_grad: bool = True,
         skip_nonfinite: bool = False,
         profile: bool = False,
+        clip_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             params,
@@ -94,6 +97,7 @@ class AdamW(Optimizer):
             zero_grad=zero_grad,
             skip_nonfinite=skip_nonfinite,
             profile=profile,
+            clip_grad_norm=clip_grad_norm,
         )
 
 
@@ -115,6 +119,7 @@ class SGD(Optimizer):
         zero_grad: bool = True,
         skip_nonfinite: bool = False,
         profile: bool = False,
+        clip_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             params,
@@ -130,6 +135,7 @@ class SGD(Optimizer):
             zero_grad=zero_grad,
             skip_nonfinite=skip_nonfinite,
             profile=profile,
+            clip_grad_norm=clip_grad_norm,
         )
 
 

@@ -30,6 +30,9 @@ class ShaderInterface:
     bindings: frozenset[int]  # binding numbers used in descriptor set 0
     push_constant_bytes: int  # 0 when the shader has no push-constant block
     spec_ids: frozenset[int]
+    #: Size of the block at binding 2 (a rule's status buffer); 0 when absent or not a plain
+    #: struct. A rule built against a harness older than gradient clipping declares 4 bytes.
+    status_bytes: int = 0
 
 
 def load_spirv(name_or_path: str | Path) -> bytes:
@@ -107,7 +110,7 @@ def reflect(spirv: bytes) -> ShaderInterface:
         raise ValueError(f"unsupported type in push-constant block (opcode {t[0]})")
 
     bindings: set[int] = set()
-    push_bytes = 0
+    push_bytes = status_bytes = 0
     for type_id, var_id, storage in variables:
         if storage == _STORAGE_PUSH_CONSTANT:
             pointee = types[type_id][2]
@@ -115,4 +118,9 @@ def reflect(spirv: bytes) -> ShaderInterface:
         binding = decorations.get((var_id, _DEC_BINDING))
         if binding is not None and decorations.get((var_id, _DEC_DESCRIPTOR_SET), 0) == 0:
             bindings.add(binding)
-    return ShaderInterface(frozenset(bindings), push_bytes, frozenset(spec_ids))
+            if binding == 2:
+                try:
+                    status_bytes = max(status_bytes, size_of(types[type_id][2]))
+                except (KeyError, ValueError):  # e.g. a runtime array: not the harness's block
+                    pass
+    return ShaderInterface(frozenset(bindings), push_bytes, frozenset(spec_ids), status_bytes)

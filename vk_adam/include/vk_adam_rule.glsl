@@ -3,7 +3,9 @@
 // The buffer interface, the same for every rule:
 //   binding 0          param   fp32, updated in place
 //   binding 1          grad    fp32, read (and zeroed when VK_ADAM_ZERO_GRAD is set)
-//   binding 2          status  uint; nonzero = skip this step (set by the non-finite check)
+//   binding 2          status  { uint skip; float grad_scale; }: skip != 0 skips the step (the
+//                      non-finite check sets it); every gradient is multiplied by grad_scale
+//                      (1.0, or the global-norm clipping factor written on the device)
 //   binding 3 .. 3+K-1 the rule's K state buffers, fp32, in the order the rule declares them
 // Push constants: uint n (element count), then VK_ADAM_HYPER_COUNT floats (the rule's per-step
 // values, packed on the host in float64 and rounded once to float32).
@@ -37,7 +39,10 @@ layout(constant_id = 0) const float VK_ADAM_ZERO_GRAD = 1.0;
 
 VK_ADAM_BUFFER(0, param)
 VK_ADAM_BUFFER(1, grad)
-layout(std430, set = 0, binding = 2) readonly buffer status_block { uint vk_adam_skip_step; };
+layout(std430, set = 0, binding = 2) readonly buffer status_block {
+    uint vk_adam_skip_step;
+    float vk_adam_grad_scale;
+};
 #if VK_ADAM_STATE_COUNT > 0
 VK_ADAM_BUFFER(3, state0)
 #endif
@@ -90,7 +95,7 @@ void main() {
 #if VK_ADAM_STATE_COUNT > 3
         s[3] = state3_v4[i];
 #endif
-        vk_adam_update(p, grad_v4[i], s);
+        vk_adam_update(p, grad_v4[i] * vk_adam_grad_scale, s);
         param_v4[i] = p;
         if (VK_ADAM_ZERO_GRAD != 0.0) {
             grad_v4[i] = vec4(0.0);
@@ -126,7 +131,7 @@ void main() {
 #if VK_ADAM_STATE_COUNT > 3
         s[3] = vec4(state3_f[j]);
 #endif
-        vk_adam_update(p, vec4(grad_f[j]), s);
+        vk_adam_update(p, vec4(grad_f[j] * vk_adam_grad_scale), s);
         param_f[j] = p.x;
         if (VK_ADAM_ZERO_GRAD != 0.0) {
             grad_f[j] = 0.0;

@@ -1,0 +1,79 @@
+"""What an application that keeps its buffers on the GPU uses of an optimizer: its device
+buffers and their layout, and the on-device gradient clipping (its bound and the last norm).
+
+A base class of :class:`vk_adam.Optimizer`, kept apart so the optimizer front stays about the
+order of a step; it reads the optimizer's device side and runtime, nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._runtime import Runtime
+from .clipping import check_max_norm
+from .device import DeviceGroups, Group
+
+
+class DeviceAccess:
+    """Device buffers, layout and clipping of an optimizer (see :class:`vk_adam.Optimizer`)."""
+
+    _dev: DeviceGroups
+    _rt: Runtime
+    _groups: list[Group]
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _drain(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def clip_grad_norm(self) -> float | None:
+        """The max norm gradients are clipped to (None: no clipping). May change between steps."""
+        return self._dev.max_norm if self._dev.clipper is not None else None
+
+    @clip_grad_norm.setter
+    def clip_grad_norm(self, value: float) -> None:
+        if self._dev.clipper is None:
+            raise ValueError(
+                "clipping is chosen at construction: create the optimizer with clip_grad_norm=..."
+            )
+        max_norm = check_max_norm(value)
+        if max_norm is None:
+            raise ValueError("clip_grad_norm cannot be turned off after construction")
+        self._dev.max_norm = max_norm
+
+    def last_grad_norm(self) -> float:
+        """The global gradient norm of the last step (before clipping), read from the device.
+
+        Waits for the steps in flight; only this call synchronizes."""
+        self._check_open()
+        if self._dev.clipper is None:
+            raise ValueError("last_grad_norm() needs an optimizer created with clip_grad_norm=...")
+        self._drain()
+        self._rt.run([self._rt.download_op([self._dev.status])])
+        return float(self._dev.status.data().view(np.float32)[2])
+
+    def param_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups)."""
+        self._check_open()
+        return self._groups[group].sets[index].param
+
+    def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor that ``step()`` (without grads) reads gradients from.
+
+        Write gradients into it on the device (your own shaders), then call ``step()``.
+        For NumPy groups it is the group's flat gradient buffer (see :meth:`param_offsets`).
+        """
+        self._check_open()
+        return self._groups[group].sets[index].grad
+
+    def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
+        """(offset, shape) of each param of a NumPy group inside its flat buffers."""
+        return [(s.offset, s.shape) for s in self._groups[group].slots]
+
+    def dispatches_per_step(self) -> int:
+        """How many update dispatches one step records (one per buffer set)."""
+        return self._dev.dispatches_per_step()

@@ -1,0 +1,90 @@
+"""Gradient clipping by global norm, on the device (torch.nn.utils.clip_grad_norm_).
+
+Two passes, before the update dispatches of a step:
+
+1. ``grad_sumsq.comp``, one dispatch per buffer set: each workgroup writes the sum of squares
+   of its share of the gradients to ``partials[256 * set + workgroup]``;
+2. ``grad_clip_scale.comp``, one workgroup: sums every partial in a fixed order and writes
+   ``grad_scale = min(1, max_norm / (norm + 1e-6))`` and the norm into the status buffer.
+
+Every update shader multiplies its gradients by ``grad_scale`` (``vk_adam_rule.glsl``), so every
+rule, plugins included, is clipped without a change to its GLSL and without a host round trip.
+The workgroup count of pass 1 depends only on the buffer's length, and both passes add in a
+fixed order, so the same gradients give the same norm bit for bit. A NaN or Inf gradient makes
+the norm non-finite, which pass 2 turns into the skip flag when ``skip_nonfinite`` is on: one
+pass serves both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._rules.rule import ShaderVariant
+from .._rules.spirv import load_spirv, reflect
+from .._runtime import WORKGROUP_SIZE, Runtime
+
+#: Partial sums per buffer set (workgroups of pass 1 at most).
+PARTIALS_PER_SET = 256
+#: Status buffer words: skip flag, gradient scale, last norm, padding.
+STATUS_WORDS = 4
+
+
+def initial_status() -> npt.NDArray[np.uint32]:
+    """The status buffer's first contents: no skip, gradient scale 1.0."""
+    status = np.zeros(STATUS_WORDS, np.uint32)
+    status.view(np.float32)[1] = 1.0
+    return status
+
+
+def check_max_norm(value: Any) -> float | None:
+    """``clip_grad_norm``: None (off) or a positive, finite real number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"clip_grad_norm must be a positive number or None (got {value!r})")
+    if not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"clip_grad_norm must be a positive, finite number (got {value!r})")
+    return float(value)
+
+
+def check_harness(variants: Iterable[ShaderVariant]) -> None:
+    """Clipping needs update shaders built against the harness that reads the gradient scale."""
+    for variant in variants:
+        if reflect(load_spirv(str(variant.spirv))).status_bytes < 8:
+            raise ValueError(
+                f"shader {variant.spirv} was built against an older vk_adam_rule.glsl that does "
+                "not read the gradient scale, so clip_grad_norm would be ignored; rebuild the "
+                "plugin against this vk-adam, or leave clip_grad_norm off"
+            )
+
+
+class GradClipper:
+    """The partial-sums buffer, the pass-2 pipeline, and pass-1 pipelines per gradient buffer."""
+
+    def __init__(self, rt: Runtime, status: Any, sets: int, skip_nonfinite: bool) -> None:
+        self.rt = rt
+        self.count = PARTIALS_PER_SET * sets
+        self.partials = rt.buffer(np.zeros(self.count, np.float32))
+        self._sumsq = load_spirv("grad_sumsq")
+        self._scale = rt.pipeline(
+            [self.partials, status], load_spirv("grad_clip_scale"), 1, (float(skip_nonfinite),), 2
+        )
+        self._partials_barrier = rt.barrier_op([self.partials])
+
+    def sumsq_pipeline(self, grad: Any, n: int, set_index: int) -> tuple[Any, Any]:
+        """Pass 1 over one gradient buffer: its pipeline and its (constant) dispatch op."""
+        groups = min(PARTIALS_PER_SET, -(-n // WORKGROUP_SIZE))
+        algo = self.rt.pipeline([grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, (), 2)
+        push = np.array([n, PARTIALS_PER_SET * set_index], np.uint32).view(np.float32)
+        return algo, self.rt.dispatch_op(algo, push)
+
+    def finish_ops(self, max_norm: float) -> list[Any]:
+        """Pass 2, after every pass-1 dispatch; the caller orders the updates after it."""
+        push = np.array([self.count, 0], np.uint32).view(np.float32)
+        push[1] = max_norm
+        return [self._partials_barrier, self.rt.dispatch_op(self._scale, push)]
