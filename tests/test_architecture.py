@@ -17,6 +17,7 @@ LAYERS = {
     "_rules": 1,
     "_optim": 2,
     "lora": 3,
+    "schedules": 3,
     "testing": 3,
     "_commands": 4,
     "cli": 5,

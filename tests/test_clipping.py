@@ -149,7 +149,7 @@ def test_a_rule_built_against_the_old_harness_is_refused_for_clipping(monkeypatc
         return type(interface)(interface.bindings, interface.push_constant_bytes, interface.spec_ids, 4)
 
     monkeypatch.setattr(clipping, "reflect", old_harness)
-    with pytest.raises(ValueError, match="older vk_adam_rule.glsl"):
+    with pytest.raises(ValueError, match=r"older vk_adam_rule\.glsl"):
         vk_adam.AdamW([np.zeros(4, np.float32)], clip_grad_norm=1.0)
     with vk_adam.AdamW([np.zeros(4, np.float32)]):  # without clipping it is fine
         pass

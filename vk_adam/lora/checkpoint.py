@@ -1,4 +1,5 @@
-"""Checkpoints of a LoRA run: adapter weights, optimizer state, step, hyperparameters and RNG.
+"""Checkpoints of a LoRA run: adapter weights, optimizer state, step, hyperparameters, RNG and
+learning-rate schedule.
 
 The public door of the checkpoint modules: :func:`save_checkpoint` writes one sealed file
 (:mod:`.checkpoint_format`), atomically (:mod:`.atomic_io`), with the optimizer's state by
@@ -18,6 +19,7 @@ import numpy as np
 
 from .._errors import OptimizerClosedError
 from .._optim.optimizer import Optimizer
+from ..schedules import LRScheduler
 from .adapter import Array, LoRAAdapter, _steps_adapter
 from .atomic_io import _atomic_write, _remove_orphaned_temp_files
 from .checkpoint_format import _CHECKSUM_PLACEHOLDER, CHECKPOINT_FORMAT, CHECKSUM_KEY, _seal
@@ -33,10 +35,13 @@ def save_checkpoint(
     *,
     rng: np.random.Generator | None = None,
     extra: Mapping[str, Any] | None = None,
+    scheduler: LRScheduler | None = None,
 ) -> Path:
     """Save adapter weights, optimizer state, step, hyperparameters and RNG state, keyed by
     parameter name, to one safetensors file, atomically (temp file, fsync, rename).
 
+    ``scheduler``: a :mod:`vk_adam.schedules` scheduler of ``optimizer``, whose
+    ``state_dict()`` is saved in the metadata (and must then be resumed by loading with one).
     A SHA-256 of the whole file (metadata included) is stored in it; :func:`load_checkpoint`
     verifies it. Temp files left by an earlier, interrupted save of ``path`` are removed.
     ``extra`` must be JSON-serialisable.
@@ -44,6 +49,7 @@ def save_checkpoint(
     from safetensors.numpy import save
 
     _steps_adapter(adapter, optimizer)
+    _check_scheduler(scheduler, optimizer)
     step, state = _state_by_name(adapter, optimizer)
     adapter.pull_params()
     tensors: dict[str, Array] = {}
@@ -51,7 +57,8 @@ def save_checkpoint(
         tensors[f"param/{key}"] = np.ascontiguousarray(weight)
         for name, value in state.get(key, {}).items():
             tensors[f"state/{name}/{key}"] = value
-    group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+    # initial_lr is the scheduler's (its base_lrs), saved with it, not a hyperparameter.
+    group = {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "initial_lr")}
     meta = {
         "format": CHECKPOINT_FORMAT,
         "rule": optimizer.rule.name,
@@ -61,6 +68,7 @@ def save_checkpoint(
         "modules": [[m.path, m.in_features, m.out_features, m.rank] for m in adapter.modules],
         "rng": rng.bit_generator.state if rng is not None else None,
         "extra": dict(extra or {}),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
     }
     metadata = {
         "vk_adam": json.dumps(meta, default=_json_default),
@@ -69,6 +77,17 @@ def save_checkpoint(
     path = Path(path)
     _atomic_write(path, _seal(save(tensors, metadata=metadata)))
     return path
+
+
+def _check_scheduler(scheduler: Any, optimizer: Optimizer) -> None:
+    if scheduler is None:
+        return
+    if not isinstance(scheduler, LRScheduler):
+        raise TypeError(
+            f"scheduler must be a vk_adam.schedules scheduler or None (got {type(scheduler).__name__})"
+        )
+    if scheduler.optimizer is not optimizer:
+        raise ValueError("scheduler schedules another optimizer; pass the scheduler built on this one")
 
 
 def _json_default(obj: Any) -> Any:
@@ -96,29 +115,37 @@ def load_checkpoint(
     optimizer: Optimizer,
     *,
     rng: np.random.Generator | None = None,
+    scheduler: LRScheduler | None = None,
 ) -> Checkpoint:
-    """Restore a :func:`save_checkpoint` file into ``adapter``/``optimizer`` (and ``rng``).
+    """Restore a :func:`save_checkpoint` file into ``adapter``/``optimizer`` (and ``rng``,
+    ``scheduler``).
 
     Everything is verified before anything changes: the whole-file checksum, then the format,
     rule, step, hyperparameters (valid, and selecting the optimizer's shader), the LoRA rank,
     ``lora_alpha`` and ``use_rslora`` (the adapter's scale), the module layout, the name, dtype
-    and shape of every tensor, and the RNG state (it must be for ``rng``'s bit generator; a
-    checkpoint saved without one cannot restore ``rng``). A truncated, corrupted or mismatched
-    file raises :class:`CheckpointError`, and then the adapter's weights, the optimizer's state,
-    step and hyperparameters, and ``rng`` are exactly as they were. Files of format
-    ``vk-adam-checkpoint/1`` (whose checksum did not cover their metadata) are refused.
+    and shape of every tensor, the RNG state (it must be for ``rng``'s bit generator; a
+    checkpoint saved without one cannot restore ``rng``) and the schedule state. A checkpoint
+    saved with ``scheduler=`` must be loaded with a scheduler of the same kind on ``optimizer``
+    (its ``last_epoch``, ``base_lrs``, settings and each group's lr are restored; resuming
+    without it would silently go on at a constant lr), and one saved without cannot restore a
+    scheduler: either mismatch is a :class:`CheckpointError`. A truncated, corrupted or
+    mismatched file raises :class:`CheckpointError`, and then the adapter's weights, the
+    optimizer's state, step and hyperparameters, ``rng`` and ``scheduler`` are exactly as they
+    were. Files of format ``vk-adam-checkpoint/1`` (whose checksum did not cover their
+    metadata) are refused.
     Temp files left by an interrupted save of ``path`` are removed.
 
     A closed optimizer raises OptimizerClosedError; an optimizer that was not made by
-    ``adapter.optimizer(...)`` raises ValueError.
+    ``adapter.optimizer(...)`` raises ValueError, and so does a scheduler of another optimizer.
     """
     if optimizer.closed:
         raise OptimizerClosedError("this optimizer was closed; create a new one")
     _steps_adapter(adapter, optimizer)
+    _check_scheduler(scheduler, optimizer)
     path = Path(path)
     _remove_orphaned_temp_files(path)
     try:
-        verified = _verify_checkpoint(path, adapter, optimizer, rng)
+        verified = _verify_checkpoint(path, adapter, optimizer, rng, scheduler)
     except CheckpointError:
         raise
     except Exception as exc:
@@ -135,4 +162,6 @@ def load_checkpoint(
     adapter.push_params()
     if rng is not None and verified.rng_state is not None:  # verified: not None when rng is given
         rng.bit_generator.state = verified.rng_state
+    if scheduler is not None and verified.scheduler_state is not None:  # verified: both or neither
+        scheduler._apply_state(verified.scheduler_state)
     return Checkpoint(verified.step, verified.rng_state, verified.extra)

@@ -24,9 +24,10 @@ Array = npt.NDArray[Any]
 #
 # A checkpoint is a safetensors file: tensors ``param/<peft key>`` and ``state/<name>/<peft key>``
 # (float32), and two metadata entries: ``vk_adam`` (JSON: format, rule, step, hyperparameters,
-# LoRA config, module layout, RNG state, extra) and ``vk_adam_sha256``, the SHA-256 of the whole
-# file as written with those 64 hex digits set to "0". The checksum so covers every byte that
-# loading reads: the header, both metadata entries and all tensor data.
+# LoRA config, module layout, RNG state, extra, and the scheduler's state dict or null; a file
+# without that key, written before schedules existed, reads as null) and ``vk_adam_sha256``, the
+# SHA-256 of the whole file as written with those 64 hex digits set to "0". The checksum so
+# covers every byte that loading reads: the header, both metadata entries and all tensor data.
 
 #: The format this version writes, and the only one it loads.
 CHECKPOINT_FORMAT = "vk-adam-checkpoint/2"

@@ -1,10 +1,10 @@
 """Everything a checkpoint's content must satisfy before :func:`load_checkpoint` changes anything.
 
 A file whose checksum matches (:mod:`.checkpoint_format`) is checked here against the adapter,
-the optimizer and the generator it is loaded into: format, rule, step, LoRA config, module
-layout, hyperparameters, RNG state, and the name, dtype and shape of every tensor. The result,
-a :class:`_VerifiedCheckpoint`, can be applied without failing on its content. Kept apart from
-:mod:`.checkpoint` so that the public save and load read in a page.
+the optimizer, the generator and the scheduler it is loaded into: format, rule, step, LoRA
+config, module layout, hyperparameters, RNG state, schedule state, and the name, dtype and shape
+of every tensor. The result, a :class:`_VerifiedCheckpoint`, can be applied without failing on
+its content. Kept apart from :mod:`.checkpoint` so that the public save and load read in a page.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._optim.optimizer import Optimizer
+from ..schedules import LRScheduler
 from .adapter import F32, LoRAAdapter
 from .checkpoint_format import CHECKPOINT_FORMAT, _read_verified
 from .errors import CheckpointError
@@ -34,12 +35,17 @@ class _VerifiedCheckpoint:
     flat_params: F32
     rng_state: dict[str, Any] | None
     extra: dict[str, Any]
+    scheduler_state: dict[str, Any] | None = None
 
 
 def _verify_checkpoint(
-    path: Path, adapter: LoRAAdapter, optimizer: Optimizer, rng: np.random.Generator | None
+    path: Path,
+    adapter: LoRAAdapter,
+    optimizer: Optimizer,
+    rng: np.random.Generator | None,
+    scheduler: LRScheduler | None = None,
 ) -> _VerifiedCheckpoint:
-    """Check a checkpoint against ``adapter``/``optimizer``/``rng``; change nothing."""
+    """Check a checkpoint against ``adapter``/``optimizer``/``rng``/``scheduler``; change nothing."""
     meta, tensors = _read_verified(path)
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: unknown checkpoint format {meta.get('format')!r}")
@@ -67,6 +73,7 @@ def _verify_checkpoint(
         )
     options = _verify_hyperparameters(path, optimizer, meta["hyperparameters"])
     rng_state = _verify_rng_state(path, meta.get("rng"), rng)
+    scheduler_state = _verify_scheduler_state(path, meta.get("scheduler"), scheduler)
     extra = meta.get("extra", {})
     if not isinstance(extra, dict):
         raise CheckpointError(f"{path}: 'extra' is {type(extra).__name__}; expected a JSON object")
@@ -108,7 +115,7 @@ def _verify_checkpoint(
         start += len(group["params"])
     state: dict[int, dict[str, Any]] = {0: {"step": float(step), **flat_state}} if step > 0 else {}
     return _VerifiedCheckpoint(
-        step, {"state": state, "param_groups": groups}, flat_params, rng_state, dict(extra)
+        step, {"state": state, "param_groups": groups}, flat_params, rng_state, dict(extra), scheduler_state
     )
 
 
@@ -215,3 +222,26 @@ def _verify_rng_state(path: Path, saved: Any, rng: np.random.Generator | None) -
         raise CheckpointError(f"{path}: its {name} RNG state is malformed ({exc})") from None
     state: dict[str, Any] = saved
     return state
+
+
+def _verify_scheduler_state(path: Path, saved: Any, scheduler: LRScheduler | None) -> dict[str, Any] | None:
+    """The saved schedule state, checked by the scheduler it will be loaded into (which it does
+    not change). A checkpoint saved without ``scheduler=`` (or before schedules existed) holds
+    None. Saved and passed must go together: each alone is refused."""
+    if saved is None:
+        if scheduler is not None:
+            raise CheckpointError(
+                f"{path} holds no learning-rate schedule (it was saved without scheduler=), so it cannot "
+                f"restore the {type(scheduler).__name__} passed; load it with scheduler=None"
+            )
+        return None
+    kind = saved.get("kind") if isinstance(saved, dict) else None
+    if scheduler is None:
+        raise CheckpointError(
+            f"{path} was saved with a learning-rate schedule ({kind!r}); pass scheduler=, a "
+            "vk_adam.schedules scheduler of that kind built on this optimizer, to resume it"
+        )
+    try:
+        return scheduler._checked_state(saved)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: its schedule state does not fit this scheduler ({exc})") from None
