@@ -272,12 +272,15 @@ class DeviceGroups:
                     self.bind(group, bset, g, recording=recording)
         return upload
 
-    def step_ops(self, upload: Sequence[Any]) -> tuple[list[Any], int]:
-        """The ops of the next step, and the index of its first update dispatch."""
+    def step_ops(self, upload: Sequence[Any]) -> tuple[list[Any], int, int]:
+        """The ops of the next step, and the span of its GPU work: the index of the first op
+        after the upload (clipping's passes, else the first update dispatch) and the index just
+        past the last update dispatch (for timestamps: one before each op, one after the last)."""
         before, after = self._barriers()
         ops = [before]
         if upload:
             ops.append(self.rt.upload_op(upload))
+        first = len(ops) if self.clipper is not None else -1
         if self.clipper is not None or self.skip_nonfinite:
             ops += [bset.check_op for group in self.groups for bset in group.sets]
             if self.clipper is not None:
@@ -287,14 +290,15 @@ class DeviceGroups:
             if self.skip_nonfinite:
                 ops.append(self._status_download)
             ops.append(self._status_barrier)
-        first_dispatch = len(ops)
+        first = first if first >= 0 else len(ops)
         for group in self.groups:
             for bset in group.sets:
                 ops.append(self.rt.dispatch_op(bset.update_algo, self._push(group, bset, group.step + 1)))
+        last = len(ops)
         ops.append(after)
         if self._host_download is not None:
             ops.append(self._host_download)
-        return ops, first_dispatch
+        return ops, first, last
 
     def _push(self, group: Group, bset: BufferSet, step: int) -> Array:
         values = self.rule.push_constants(group.options, step)

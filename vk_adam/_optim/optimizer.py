@@ -89,8 +89,8 @@ class Optimizer(DeviceAccess):
         self._closed = False
         self._profile = profile
         #: With ``profile=True``: GPU time of the last synchronous step's update dispatches
-        #: (Vulkan timestamps) and the host time of that step spent outside the driver's
-        #: submit-and-wait (packing, recording, copies).
+        #: (and clipping's passes when on; Vulkan timestamps), and the host time of that step
+        #: spent outside the driver's submit-and-wait (packing, recording, copies).
         self.last_gpu_seconds: float | None = None
         self.last_host_seconds: float | None = None
         self._in_flight = InFlight(DeviceGroups.copy_back)
@@ -164,7 +164,7 @@ class Optimizer(DeviceAccess):
         refuse_host_grads(prepared)
         revalidate(self.rule, self._groups, self.zeroes_grad)
         self._dev.stage_inputs(prepared, recording=True)
-        ops, _ = self._dev.step_ops([])
+        ops, _, _ = self._dev.step_ops([])
         self._rt.record(sequence, ops)
         for group in self._groups:
             group.step += 1
@@ -178,13 +178,12 @@ class Optimizer(DeviceAccess):
         upload = self._dev.stage_inputs(prepared)
         if self.skip_nonfinite:
             upload.append(status)
-        ops, first = self._dev.step_ops(upload)
+        ops, first, last = self._dev.step_ops(upload)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self._profile)
         eval_seconds = time.perf_counter() - eval_start
         if ticks is not None:
             # One timestamp before the first op and one after each op.
-            last = first + self.dispatches_per_step()
             self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
         handle.done = True
@@ -208,7 +207,7 @@ class Optimizer(DeviceAccess):
             self._drain()
         upload = self._dev.stage_inputs(prepared)
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
-        ops, _ = self._dev.step_ops(upload)
+        ops, _, _ = self._dev.step_ops(upload)
         handle._pending = self._rt.submit(ops)  # one submission (patched kp)
         for group in self._groups:
             group.step += 1

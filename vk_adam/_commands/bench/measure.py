@@ -130,7 +130,11 @@ def raw_vulkan_floor(device_index: int) -> dict[str, Any] | None:
         return {"error": str(exc)}
 
 
-def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace) -> Result:
+def bench_vk(
+    case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace, clip: float | None = None
+) -> Result:
+    """vk-adam's AdamW on device buffers; with ``clip``, global-norm clipping on the device
+    (its two passes count in the GPU time)."""
     from ..._optim.optimizer import Optimizer
 
     rng = np.random.default_rng(0)
@@ -141,7 +145,9 @@ def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace
         params = [rt.buffer(rng.standard_normal(total, dtype=np.float32))]
     # The application's device buffers: made on its manager (the runtime's, here).
     rt.run([rt.upload_op(params)])
-    opt = Optimizer(params, "adamw", manager=rt.manager, zero_grad=False, profile=True, lr=1e-4)
+    opt = Optimizer(
+        params, "adamw", manager=rt.manager, zero_grad=False, profile=True, lr=1e-4, clip_grad_norm=clip
+    )
     try:
         grads = [opt.grad_buffer(0, i) for i in range(len(params))]
         for g, p in zip(grads, params, strict=True):  # gradients: random, already on the device
@@ -185,7 +191,7 @@ def bench_vk(case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace
         asynchronous = _timeit(async_steps, 3, 1)
         return Result(
             case.name,
-            "vk-adam per-tensor" if per_tensor else "vk-adam",
+            ("vk-adam per-tensor" if per_tensor else "vk-adam") + (" clip" if clip else ""),
             gpu_ms=_median_ms(gpu),
             sync_wall_ms=_median_ms(wall),
             pipelined_ms=_median_ms(pipe) / n_steps,
@@ -268,11 +274,20 @@ def cuda_copy_bandwidth(elements: int, repeats: int) -> float:
     return float(2 * 4 * elements * repeats / (start.elapsed_time(end) * 1e-3))
 
 
-def bench_torch_cuda(case: Case, args: argparse.Namespace) -> Result:
+def bench_torch_cuda(case: Case, args: argparse.Namespace, clip: float | None = None) -> Result:
+    """torch's fused AdamW on CUDA; with ``clip``, ``clip_grad_norm_`` (foreach) before each step."""
     import torch
 
     params = _torch_params(case, "cuda")
-    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    fused = torch.optim.AdamW(params, lr=1e-4, fused=True)
+
+    class _Step:
+        def step(self) -> None:
+            if clip:
+                torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+            fused.step()
+
+    opt = _Step()
     for _ in range(args.warmup):
         opt.step()
     torch.cuda.synchronize()
@@ -299,7 +314,7 @@ def bench_torch_cuda(case: Case, args: argparse.Namespace) -> Result:
         pipe.append((time.perf_counter() - t0) / n)
     return Result(
         case.name,
-        "torch-cuda-fused",
+        "torch-cuda-fused" + (" clip" if clip else ""),
         gpu_ms=gpu_ms,
         sync_wall_ms=_median_ms(wall),
         pipelined_ms=_median_ms(pipe),

@@ -70,6 +70,11 @@ def run_bench(args: argparse.Namespace) -> int:
                 jobs += [(case, "torch-cpu-foreach"), (case, "torch-cpu-fused")]
         if has_cuda:
             jobs.append((case, "torch-cuda-fused"))
+        if case.group == "lora" and case.elements <= 2**24:
+            # global-norm clipping (max_norm 1.0, as Hugging Face's Trainer) before the update
+            jobs.append((case, "vk-adam clip"))
+            if has_cuda:
+                jobs.append((case, "torch-cuda-fused clip"))
     progress = None
     if not args.quiet:
         from tqdm import tqdm
@@ -113,6 +118,10 @@ def run_bench(args: argparse.Namespace) -> int:
                     r = bench_vk(case, rt, False, args)
                 elif backend == "vk-adam per-tensor":
                     r = bench_vk(case, rt, True, args)
+                elif backend == "vk-adam clip":
+                    r = bench_vk(case, rt, False, args, clip=1.0)
+                elif backend == "torch-cuda-fused clip":
+                    r = bench_torch_cuda(case, args, clip=1.0)
                 elif backend == "numpy-f64":
                     r = bench_numpy(case, args)
                 elif backend.startswith("torch-cpu-"):
