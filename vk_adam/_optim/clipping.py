@@ -3,7 +3,7 @@
 Two passes, before the update dispatches of a step:
 
 1. ``grad_sumsq.comp``, one dispatch per buffer set: each workgroup writes the sum of squares
-   of its share of the gradients to ``partials[256 * set + workgroup]``;
+   of its share of the gradients to ``partials[PARTIALS_PER_SET * set + workgroup]``;
 2. ``grad_clip_scale.comp``, one workgroup: sums every partial in a fixed order and writes
    ``grad_scale = min(1, max_norm / (norm + 1e-6))`` and the norm into the status buffer.
 
@@ -28,8 +28,9 @@ from .._rules.rule import ShaderVariant
 from .._rules.spirv import load_spirv, reflect
 from .._runtime import WORKGROUP_SIZE, Runtime
 
-#: Partial sums per buffer set (workgroups of pass 1 at most).
-PARTIALS_PER_SET = 256
+#: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to
+#: keep a large GPU's memory busy while reading the gradients).
+PARTIALS_PER_SET = 1024
 #: Status buffer words: skip flag, gradient scale, last norm, padding.
 STATUS_WORDS = 4
 
