@@ -1,5 +1,8 @@
 """Compile every glsl/*.comp to SPIR-V in vk_adam/_spirv/ and validate it with spirv-val.
 
+Also compiles each example application's shaders, ``examples/<name>/shaders/*.comp``, into
+``examples/<name>/spirv/`` (gitignored; examples are not part of the wheel).
+
 Run by the build hook (hatch_build.py) for every wheel and editable install; also by hand:
 ``python build_shaders.py``. The compiler driver itself lives in ``vk_adam/shaderc.py`` (standard
 library only, loaded here by path so the build needs neither kp nor an installed vk_adam), where
@@ -35,6 +38,9 @@ def build(root: Path = ROOT) -> list[Path]:
     test_sources = root / "tests" / "glsl"
     if test_sources.is_dir():
         outputs += shaderc.compile_shaders(test_sources, root / "tests" / "spirv")
+    # Example applications (checkouts and the sdist): e.g. the resident demo's shaders.
+    for example_sources in sorted((root / "examples").glob("*/shaders")):
+        outputs += shaderc.compile_shaders(example_sources, example_sources.parent / "spirv")
     return outputs
 
 

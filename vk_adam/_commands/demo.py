@@ -1,12 +1,16 @@
 """``vk-adam demo``: fine-tune LoRA adapters of a small frozen model; every update on Vulkan.
 
-The model: ``layers`` x ``targets`` frozen linear maps ``W [out, in]``. The data: inputs
-``x ~ N(0, I)`` and targets ``(W + dW) x``, where ``dW = U V^T`` is a planted low-rank change
-(rank ``rank // 2``) the adapter must recover. Forward and backward run in NumPy (float32);
-the optimizer step for all ``2 * layers * len(targets)`` LoRA tensors is one dispatch.
+The model (``demo_model``): ``layers`` residual blocks of frozen linear maps with ReLUs between
+them, LoRA on each. The data: inputs ``x ~ N(0, I)`` and the outputs of the same network with a
+planted low-rank change ``dW = U V^T`` (rank ``rank // 2``) on every module, which the adapter
+must recover. By default the whole step runs on the device (``demo_resident``: the shaders of
+``examples/resident_training``, many steps per submission); with ``--host`` forward and backward
+run in NumPy (float32) and only the update runs on Vulkan. Either way the optimizer step for all
+``2 * layers * len(targets)`` LoRA tensors is one dispatch.
 
-The same run is repeated with the float64 NumPy reference of the update rule and, when torch is
-installed, with ``torch.optim.AdamW``; the summary reports how far the curves are apart.
+The same run is repeated with the float64 NumPy reference of the update rule, with the host path
+(after a resident run) and, when torch is installed, with torch (autograd and
+``torch.optim.AdamW``); the summary reports how far the curves are apart.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
-from .demo_model import FrozenModel, draw_batch, loss_and_grads, make_model
+from .demo_model import FrozenModel, loss_and_grads, make_dataset, make_model
 from .demo_output import curve_gap, plot_loss_curves, progress_bar
 
 Array = npt.NDArray[Any]
@@ -34,18 +39,19 @@ CHECKPOINT_NAME = "checkpoint.safetensors"
 
 @dataclass(frozen=True)
 class DemoConfig:
-    layers: int = 8
-    dim: int = 128
+    layers: int = 4
+    dim: int = 64
     rank: int = 8
     alpha: float = 16.0
     targets: tuple[str, ...] = ("q_proj", "v_proj")
-    steps: int = 500
-    lr: float = 2e-2
+    steps: int = 300
+    lr: float = 1e-2
     weight_decay: float = 0.0
     batch: int = 64
     seed: int = 0
     rule: str = "adamw"
     noise: float = 3e-3  # std of the target noise: the loss floor is about noise**2
+    clip_grad_norm: float | None = 1.0  # on-device clipping by global norm (None: off), as HF Trainer
 
     @property
     def planted_rank(self) -> int:
@@ -74,6 +80,15 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
     parser.add_argument("--no-compare", action="store_true", help="skip the reference and torch runs")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--host", action="store_true", help="forward/backward in NumPy on the host, only the update on Vulkan"
+    )
+    parser.add_argument(
+        "--steps-per-submit",
+        type=int,
+        default=25,
+        help="resident: steps per submission (default %(default)s)",
+    )
 
 
 def lr_at(cfg: DemoConfig, step: int) -> float:
@@ -99,6 +114,14 @@ def rule_hyper(cfg: DemoConfig) -> dict[str, Any]:
     return hyper
 
 
+def optimizer_options(cfg: DemoConfig) -> dict[str, Any]:
+    """The rule's hyperparameters plus the optimizer's options (on-device clipping)."""
+    options = rule_hyper(cfg)
+    if cfg.clip_grad_norm is not None:
+        options["clip_grad_norm"] = cfg.clip_grad_norm
+    return options
+
+
 def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
     """The adapter, frozen model and data stream every run starts from (same seeds: same data)."""
     adapter = LoRAAdapter.create(
@@ -117,11 +140,13 @@ def train_vk(
     cfg: DemoConfig, out: Path, *, device: str | None, checkpoint_every: int, resume: bool, progress: bool
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
     adapter, model, data_rng = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    opt = adapter.optimizer(cfg.rule, device=device, **rule_hyper(cfg))
+    opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
     info: dict[str, Any] = {
+        "path": "host",
         "device": opt.device.name,
         "tensors": adapter.tensor_count,
         "elements": int(adapter.flat_params.size),
@@ -130,22 +155,27 @@ def train_vk(
     with opt:
         if resume and ckpt.exists():
             state = load_checkpoint(ckpt, adapter, opt, rng=data_rng)
-            if state.extra.get("config") != _config_json(cfg):
+            if state.extra.get("config") != config_json(cfg, "host"):
                 raise CheckpointError(f"{ckpt} was written by a run with other settings; use another --out")
             start = state.step
             losses = list(state.extra.get("losses", []))[:start]
             info["resumed_from_step"] = start
-        bar = progress_bar(cfg.steps, start, progress, "vk-adam")
+        bar = progress_bar(cfg.steps, start, progress, "vk-adam host path")
         t0 = time.perf_counter()
         for step in range(start, cfg.steps):
-            batch = draw_batch(cfg, data_rng, list(model.base))
-            loss = loss_and_grads(model, adapter.weight, adapter.grad, adapter.scale, batch, np.float32)
+            loss = loss_and_grads(
+                model, adapter.weight, adapter.grad, adapter.scale, (x[step], y[step]), np.float32
+            )
             losses.append(loss)
             opt.param_groups[0]["lr"] = lr_at(cfg, step)
             update_lora_adapter(adapter, opt)
             if checkpoint_every and (step + 1) % checkpoint_every == 0:
                 save_checkpoint(
-                    ckpt, adapter, opt, rng=data_rng, extra={"losses": losses, "config": _config_json(cfg)}
+                    ckpt,
+                    adapter,
+                    opt,
+                    rng=data_rng,
+                    extra={"losses": losses, "config": config_json(cfg, "host")},
                 )
             bar(loss)
         info["train_seconds"] = time.perf_counter() - t0
@@ -158,7 +188,8 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     from .._rules.registry import default_registry
 
     rule = default_registry().get(cfg.rule)
-    adapter, model, data_rng = fresh_run(cfg)
+    adapter, model, _ = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
     params = adapter.flat_params.astype(np.float64)
     grads = np.zeros_like(params)
     slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
@@ -175,35 +206,12 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     losses = []
     bar = progress_bar(cfg.steps, 0, progress, "float64 reference")
     for step in range(cfg.steps):
-        batch = draw_batch(cfg, data_rng, list(model.base))
+        batch = (x[step], y[step])
         losses.append(loss_and_grads(model, view(params), view(grads), adapter.scale, batch, np.float64))
+        if cfg.clip_grad_norm is not None:  # torch's clip_grad_norm_: g *= min(1, max / (norm + 1e-6))
+            grads *= min(1.0, cfg.clip_grad_norm / (float(np.linalg.norm(grads)) + 1e-6))
         hyper["lr"] = lr_at(cfg, step)
         rule.reference(params, grads, state, hyper, step + 1)
-        bar(losses[-1])
-    bar(None)
-    return losses
-
-
-def train_torch(cfg: DemoConfig, progress: bool) -> list[float] | None:
-    """The same run with torch.optim.AdamW (float32), when torch is installed and the rule is AdamW."""
-    if cfg.rule not in ("adam", "adamw"):
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    adapter, model, data_rng = fresh_run(cfg)
-    flat = torch.from_numpy(adapter.flat_params)  # shares memory with the adapter's views
-    flat.grad = torch.from_numpy(adapter.flat_grads)
-    cls = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
-    topt = cls([flat], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    losses = []
-    bar = progress_bar(cfg.steps, 0, progress, "torch.optim")
-    for step in range(cfg.steps):
-        batch = draw_batch(cfg, data_rng, list(model.base))
-        losses.append(loss_and_grads(model, adapter.weight, adapter.grad, adapter.scale, batch, np.float32))
-        topt.param_groups[0]["lr"] = lr_at(cfg, step)
-        topt.step()
         bar(losses[-1])
     bar(None)
     return losses
@@ -212,9 +220,10 @@ def train_torch(cfg: DemoConfig, progress: bool) -> list[float] | None:
 # -- output ----------------------------------------------------------------------------------
 
 
-def _config_json(cfg: DemoConfig) -> dict[str, Any]:
+def config_json(cfg: DemoConfig, path: str) -> dict[str, Any]:
     d = asdict(cfg)
     d["targets"] = list(cfg.targets)
+    d["path"] = path  # host or resident: their checkpoints do not mix
     return d
 
 
@@ -237,31 +246,26 @@ def run_demo(args: argparse.Namespace) -> int:
     for name in ("layers", "dim", "rank", "steps", "batch"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name} must be >= 1")
+    if args.steps_per_submit < 1:
+        raise ValueError("--steps-per-submit must be >= 1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.quiet
     started = time.perf_counter()
-    adapter, losses, info = train_vk(
-        cfg,
-        out,
-        device=args.device,
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
-        progress=progress,
+    run = dict(
+        device=args.device, checkpoint_every=args.checkpoint_every, resume=args.resume, progress=progress
     )
+    if args.host:
+        adapter, losses, info = train_vk(cfg, out, **run)  # type: ignore[arg-type]
+    else:
+        from .demo_resident import train_resident
+
+        adapter, losses, info = train_resident(cfg, out, per_submit=args.steps_per_submit, **run)  # type: ignore[arg-type]
     adapter.save_peft(out / "adapter")
     curves = {"vk-adam (Vulkan, float32)": losses}
-    summary: dict[str, Any] = {"config": _config_json(cfg), **info}
+    summary: dict[str, Any] = {"config": config_json(cfg, info["path"]), **info}
     if not args.no_compare:
-        reference = train_reference(cfg, progress)
-        curves["float64 reference"] = reference
-        summary["max_relative_gap_vs_float64_reference"] = curve_gap(losses, reference)
-        summary["final_relative_gap_vs_float64_reference"] = abs(losses[-1] - reference[-1]) / reference[-1]
-        theirs = train_torch(cfg, progress)
-        if theirs is not None:
-            curves["torch.optim"] = theirs
-            summary["max_relative_gap_vs_torch"] = curve_gap(losses, theirs)
-            summary["final_relative_gap_vs_torch"] = abs(losses[-1] - theirs[-1]) / theirs[-1]
+        compare(cfg, args, losses, curves, summary)
     summary["initial_loss"] = losses[0]
     summary["final_loss"] = losses[-1]
     summary["loss_reduction"] = losses[0] / losses[-1]
@@ -272,24 +276,58 @@ def run_demo(args: argparse.Namespace) -> int:
         "checkpoint": str(out / CHECKPOINT_NAME),
     }
     summary["losses"] = losses
+    where = (
+        "forward, backward and update on the device" if info["path"] == "resident" else "update on the device"
+    )
     plot_loss_curves(
         out / "loss_curve.png",
         curves,
-        f"LoRA r{cfg.rank} on {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors, "
-        f"1 dispatch/step) - {info['device']}",
+        f"LoRA r{cfg.rank}, {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors): {where}"
+        f"\n{info['device']}",
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
-        f"device: {info['device']}  ({adapter.tensor_count} LoRA tensors, {info['elements']} elements, "
-        f"{info['dispatches_per_step']} dispatch per step)"
+        f"{info['path']} path on {info['device']}  ({adapter.tensor_count} LoRA tensors, "
+        f"{info['elements']} elements, {info['dispatches_per_step']} update dispatch per step)"
     )
     print(f"loss: {losses[0]:.4e} -> {losses[-1]:.4e}  ({summary['loss_reduction']:.0f}x lower)")
     for key, label in (
+        ("max_relative_gap_vs_host", "the host path"),
         ("max_relative_gap_vs_float64_reference", "float64 reference"),
-        ("max_relative_gap_vs_torch", "torch.optim.AdamW"),
+        ("max_relative_gap_vs_torch", "torch"),
     ):
         if key in summary:
             print(f"loss curve vs {label}: max relative gap {summary[key]:.2e}")
     print(f"wrote {out / 'adapter'} (PEFT), {out / 'loss_curve.png'}, {out / 'summary.json'}")
     print(f"took {summary['total_seconds']:.1f} s")
     return 0
+
+
+def compare(
+    cfg: DemoConfig,
+    args: argparse.Namespace,
+    losses: list[float],
+    curves: dict[str, Any],
+    summary: dict[str, Any],
+) -> None:
+    """The same run on the host path (after a resident run), in float64 and with torch."""
+    from .demo_torch import train_torch
+
+    progress = not args.quiet
+    if summary["path"] == "resident":
+        with tempfile.TemporaryDirectory() as tmp:
+            _, host, _ = train_vk(
+                cfg, Path(tmp), device=args.device, checkpoint_every=0, resume=False, progress=progress
+            )
+        curves["vk-adam host path"] = host
+        summary["max_relative_gap_vs_host"] = curve_gap(losses, host)
+    reference = train_reference(cfg, progress)
+    curves["float64 reference"] = reference
+    summary["max_relative_gap_vs_float64_reference"] = curve_gap(losses, reference)
+    summary["final_relative_gap_vs_float64_reference"] = abs(losses[-1] - reference[-1]) / reference[-1]
+    theirs = train_torch(cfg, progress)
+    if theirs is not None:
+        curves[f"torch ({theirs[1]})"] = theirs[0]
+        summary["torch_device"] = theirs[1]
+        summary["max_relative_gap_vs_torch"] = curve_gap(losses, theirs[0])
+        summary["final_relative_gap_vs_torch"] = abs(losses[-1] - theirs[0][-1]) / theirs[0][-1]

@@ -1,9 +1,12 @@
 """The demo's frozen toy model and its data, with forward and backward in NumPy.
 
-``layers`` x ``targets`` frozen linear maps ``W [out, in]``, each with a planted low-rank change
-``dW = U V^T`` (rank ``cfg.planted_rank``); targets are ``(W + dW) x`` plus noise. The LoRA
-adapter must recover ``dW``. The same functions serve the Vulkan run (float32), the float64
-reference and the torch run, so the three see the same data and the same gradients' formula.
+``layers`` residual blocks. A block applies its target modules (frozen square linear maps
+``W [out, in]``, each with a LoRA adapter) in order with a ReLU between consecutive ones, and adds
+the result to its input: with the default targets ``h + v_proj(relu(q_proj(h)))``. The data:
+inputs ``x ~ N(0, I)`` and targets from the same network with a planted low-rank change
+``dW = U V^T`` (rank ``cfg.planted_rank``) on every module, plus noise; the adapter must recover
+``dW``. Every batch of the run is drawn up front (``make_dataset``), so the host path, the float64
+reference, torch and the GPU-resident run (which uploads the whole set once) see the same data.
 """
 
 from __future__ import annotations
@@ -20,54 +23,91 @@ if TYPE_CHECKING:  # a type only: demo.py imports this module
     from .demo import DemoConfig
 
 Array = npt.NDArray[Any]
+Weights = Callable[[str, str], Array]
+
+BASE_GAIN = 0.5  # frozen weights ~ N(0, BASE_GAIN**2 / dim): keeps the residual stream tame
 
 
 @dataclass
 class FrozenModel:
     base: dict[str, npt.NDArray[np.float64]]  # module path -> W [out, in]
     planted: dict[str, npt.NDArray[np.float64]]  # module path -> dW [out, in]
+    blocks: list[list[str]]  # per layer, its module paths in the order they are applied
 
 
 def make_model(cfg: DemoConfig, paths: list[str]) -> FrozenModel:
     rng = np.random.default_rng([cfg.seed, 1])
     base, planted = {}, {}
     for path in paths:
-        base[path] = rng.standard_normal((cfg.dim, cfg.dim)) / math.sqrt(cfg.dim)
+        base[path] = BASE_GAIN * rng.standard_normal((cfg.dim, cfg.dim)) / math.sqrt(cfg.dim)
         u = rng.standard_normal((cfg.dim, cfg.planted_rank))
         v = rng.standard_normal((cfg.dim, cfg.planted_rank))
         planted[path] = 0.5 * (u @ v.T) / cfg.dim
-    return FrozenModel(base, planted)
+    per = len(cfg.targets)
+    blocks = [paths[i : i + per] for i in range(0, len(paths), per)]
+    return FrozenModel(base, planted, blocks)
 
 
-def draw_batch(cfg: DemoConfig, rng: np.random.Generator, paths: list[str]) -> tuple[Array, dict[str, Array]]:
-    """Inputs and per-module target noise for one step (float32, from the run's RNG)."""
-    x = rng.standard_normal((cfg.batch, cfg.dim)).astype(np.float32)
-    noise = {p: (cfg.noise * rng.standard_normal((cfg.batch, cfg.dim))).astype(np.float32) for p in paths}
-    return x, noise
+def teacher(model: FrozenModel, x: Array) -> Array:
+    """The target network (frozen weights plus the planted change), float64."""
+    h = x.astype(np.float64)
+    for block in model.blocks:
+        z = h
+        for i, path in enumerate(block):
+            z = z @ (model.base[path] + model.planted[path]).T
+            if i < len(block) - 1:
+                z = np.maximum(z, 0.0)
+        h = h + z
+    return h
+
+
+def make_dataset(cfg: DemoConfig, model: FrozenModel) -> tuple[Array, Array]:
+    """Inputs ``X [steps, batch, dim]`` and targets ``Y`` (float32), one batch per step."""
+    rng = np.random.default_rng([cfg.seed, 3])
+    x = rng.standard_normal((cfg.steps, cfg.batch, cfg.dim)).astype(np.float32)
+    noise = cfg.noise * rng.standard_normal(x.shape)
+    y = (teacher(model, x) + noise).astype(np.float32)
+    return x, y
 
 
 def loss_and_grads(
     model: FrozenModel,
-    weights: Callable[[str, str], Array],
-    grads: Callable[[str, str], Array] | None,
+    weights: Weights,
+    grads: Weights | None,
     scale: float,
-    batch: tuple[Array, dict[str, Array]],
+    batch: tuple[Array, Array],
     dtype: type,
 ) -> float:
-    """Mean squared error of the adapted model against the planted target; writes grads."""
-    total = 0.0
-    paths = list(model.base)
+    """Mean squared error of the adapted model on one batch; writes the LoRA gradients."""
     x: Array = batch[0].astype(dtype)
-    for path in paths:
-        a, b = weights(path, "A"), weights(path, "B")
-        w: Array = model.base[path].astype(dtype)
-        target = x @ (w + model.planted[path].astype(dtype)).T + batch[1][path].astype(dtype)
-        ax = x @ a.T  # [batch, rank]
-        y = x @ w.T + scale * (ax @ b.T)
-        err: Array = y - target
-        total += float(np.mean(err.astype(np.float64) ** 2))
-        if grads is not None:
-            dy = (2.0 / (err.size * len(paths))) * err  # d(mean over modules of MSE)/dy
-            grads(path, "B")[...] = scale * (dy.T @ ax)
-            grads(path, "A")[...] = scale * ((dy @ b).T @ x)
-    return total / len(paths)
+    y: Array = batch[1].astype(dtype)
+    h = x
+    saved = []  # per block: the input of each module
+    for block in model.blocks:
+        inputs, z = [], h
+        for i, path in enumerate(block):
+            inputs.append(z)
+            a, b = weights(path, "A"), weights(path, "B")
+            z = z @ model.base[path].astype(dtype).T + scale * ((z @ a.T) @ b.T)
+            if i < len(block) - 1:
+                z = np.maximum(z, 0.0)
+        saved.append(inputs)
+        h = h + z
+    err: Array = h - y
+    loss = float(np.mean(err.astype(np.float64) ** 2))
+    if grads is None:
+        return loss
+    g = (2.0 / err.size) * err  # d loss / d h_L
+    for block, inputs in zip(reversed(model.blocks), reversed(saved), strict=True):
+        d: Array = g  # gradient of the block's last pre-activation: the residual branch's output
+        for i in reversed(range(len(block))):
+            path, z = block[i], inputs[i]
+            a, b = weights(path, "A"), weights(path, "B")
+            t = z @ a.T
+            grads(path, "B")[...] = scale * (d.T @ t)
+            dt = scale * (d @ b)
+            grads(path, "A")[...] = dt.T @ z
+            dz: Array = d @ model.base[path].astype(dtype) + dt @ a
+            d = dz * (z > 0) if i > 0 else dz
+        g = g + d
+    return loss

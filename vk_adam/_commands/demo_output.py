@@ -42,10 +42,10 @@ def plot_loss_curves(path: Path, curves: dict[str, list[float]], title: str) -> 
     styles = {
         "vk-adam (Vulkan, float32)": ("-", 2.2),
         "float64 reference": ("--", 1.4),
-        "torch.optim": (":", 1.6),
+        "vk-adam host path": ("-.", 1.2),
     }
     for label, losses in curves.items():
-        ls, lw = styles.get(label, ("-", 1.0))
+        ls, lw = styles.get(label, (":", 1.6) if label.startswith("torch") else ("-", 1.0))
         ax.semilogy(range(1, len(losses) + 1), losses, ls, lw=lw, label=label)
     ax.set_ylabel("training loss (MSE)")
     ax.set_title(title)

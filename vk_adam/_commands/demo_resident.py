@@ -1,0 +1,127 @@
+"""``vk-adam demo`` (the default): the GPU-resident fine-tune.
+
+Forward, loss, backward and the update of every step run on the Vulkan device, many steps per
+submission; the host reads back only the losses (once per submission) and the final adapter.
+The shaders and their driver are an application, not part of the library: they live in the
+repository's ``examples/resident_training/`` (an example to copy; it uses kp directly, which
+only ``vk_adam._runtime`` may do inside the package), and this module loads its ``train.py`` by
+path. Its SPIR-V is compiled by the build (``build_shaders.py``), as the package's own is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._runtime import select_device
+from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint
+from ..schedules import LambdaLR
+from .demo_model import make_dataset
+from .demo_output import progress_bar
+
+if TYPE_CHECKING:  # types only: demo.py imports this module
+    from .demo import DemoConfig
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resident_training" / "train.py"
+MODULE_NAME = "vk_adam_example_resident_training"
+
+
+def load_example() -> ModuleType:
+    """``examples/resident_training/train.py`` of this checkout, imported by path (once)."""
+    if MODULE_NAME in sys.modules:
+        return sys.modules[MODULE_NAME]
+    if not EXAMPLE.exists():
+        raise FileNotFoundError(
+            f"{EXAMPLE} is missing: the resident demo runs from a checkout of vk-adam (the example "
+            "is not part of the wheel); `vk-adam demo --host` runs the host path"
+        )
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE_NAME] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[MODULE_NAME]
+        raise
+    return module
+
+
+def submissions(start: int, stop: int, per_submit: int, checkpoint_every: int) -> list[tuple[int, int]]:
+    """Step ranges, one per submission: at most ``per_submit`` steps, ending on checkpoints."""
+    ends = set(range(per_submit, stop, per_submit)) | {stop}
+    if checkpoint_every:
+        ends |= set(range(checkpoint_every, stop, checkpoint_every))
+    bounds = [start, *sorted(e for e in ends if e > start)]
+    return list(itertools.pairwise(bounds))
+
+
+def train_resident(
+    cfg: DemoConfig,
+    out: Path,
+    *,
+    device: str | None,
+    checkpoint_every: int,
+    resume: bool,
+    progress: bool,
+    per_submit: int = 25,
+) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
+    from .demo import CHECKPOINT_NAME, config_json, fresh_run, lr_at, optimizer_options
+
+    example = load_example()
+    adapter, model, rng = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
+    base = {path: w.astype(np.float32) for path, w in model.base.items()}
+    mgr = example.open_manager(select_device(device).index)
+    ckpt = out / CHECKPOINT_NAME
+    losses: list[float] = []
+    start = 0
+    try:
+        opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
+        with opt:
+            # The demo's schedule (warm-up, then cosine decay) as a vk_adam.schedules scheduler:
+            # each recorded step runs at its own lr, and checkpoints carry the schedule.
+            peak = float(opt.param_groups[0]["lr"])
+            sched = LambdaLR(opt, lambda step: lr_at(cfg, step) / peak)
+            trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
+            info: dict[str, Any] = {
+                "path": "resident",
+                "device": opt.device.name,
+                "tensors": adapter.tensor_count,
+                "elements": int(adapter.flat_params.size),
+                "dispatches_per_step": opt.dispatches_per_step(),
+                "steps_per_submission": per_submit,
+            }
+            if resume and ckpt.exists():
+                state = load_checkpoint(ckpt, adapter, opt, rng=rng, scheduler=sched)
+                if state.extra.get("config") != config_json(cfg, "resident"):
+                    raise CheckpointError(
+                        f"{ckpt} was written by a run with other settings; use another --out"
+                    )
+                start = state.step
+                losses = list(state.extra.get("losses", []))[:start]
+                info["resumed_from_step"] = start
+            bar = progress_bar(cfg.steps, start, progress, "vk-adam resident")
+            t0 = time.perf_counter()
+            for first, stop in submissions(start, cfg.steps, per_submit, checkpoint_every):
+                for loss in trainer.run(first, stop, on_step=lambda _step: sched.step()):
+                    losses.append(float(loss))
+                    bar(float(loss))
+                if checkpoint_every and stop % checkpoint_every == 0:
+                    extra = {"losses": losses, "config": config_json(cfg, "resident")}
+                    save_checkpoint(ckpt, adapter, opt, rng=rng, extra=extra, scheduler=sched)
+            info["train_seconds"] = time.perf_counter() - t0
+            bar(None)
+            adapter.pull_params()  # the final adapter: the only other download
+            trainer.destroy()
+        adapter.device_params = None  # the weights are on the host now; the manager goes away
+    finally:
+        mgr.destroy()
+    return adapter, losses, info
