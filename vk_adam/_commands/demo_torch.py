@@ -4,6 +4,7 @@ implementation of the forward and backward passes to compare the loss curves aga
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .demo_model import make_dataset
@@ -13,19 +14,15 @@ if TYPE_CHECKING:  # types only: demo.py imports this module
     from .demo import DemoConfig
 
 
-def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | None:
-    """The loss curve and torch's device, or None without torch or for a rule torch lacks."""
-    if cfg.rule not in ("adam", "adamw"):
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    from .demo import fresh_run, lr_at
+def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Callable[[int], Any]:
+    """The demo's model in torch on ``dev``: a function running training step ``step`` (forward,
+    backward, clipping, update) and returning the loss tensor (not synchronized)."""
+    import torch
+
+    from .demo import fresh_run
 
     adapter, model, _ = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
     lora = {
         (m.path, w): torch.tensor(adapter.weight(m.path, w), device=dev, requires_grad=True)
         for m in adapter.modules
@@ -34,11 +31,11 @@ def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | No
     base = {p: torch.tensor(w, dtype=torch.float32, device=dev) for p, w in model.base.items()}
     xs, ys = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
     cls: Any = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
-    topt = cls(list(lora.values()), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    params = list(lora.values())
+    topt = cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
     scale = adapter.scale
-    losses = []
-    bar = progress_bar(cfg.steps, 0, progress, f"torch.optim ({dev})")
-    for step in range(cfg.steps):
+
+    def step_fn(step: int) -> Any:
         h = xs[step]
         for block in model.blocks:
             z = h
@@ -51,10 +48,32 @@ def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | No
         topt.zero_grad()
         loss.backward()
         if cfg.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(list(lora.values()), cfg.clip_grad_norm)
-        topt.param_groups[0]["lr"] = lr_at(cfg, step)
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
         topt.step()
-        losses.append(float(loss.item()))
+        return loss
+
+    step_fn.optimizer = topt  # type: ignore[attr-defined]  # for the schedule
+    return step_fn
+
+
+def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | None:
+    """The loss curve and torch's device, or None without torch or for a rule torch lacks."""
+    if cfg.rule not in ("adam", "adamw"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    from .demo import lr_at
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    step_fn = torch_trainer(cfg, dev)
+    topt = step_fn.optimizer  # type: ignore[attr-defined]
+    losses = []
+    bar = progress_bar(cfg.steps, 0, progress, f"torch.optim ({dev})")
+    for step in range(cfg.steps):
+        topt.param_groups[0]["lr"] = lr_at(cfg, step)
+        losses.append(float(step_fn(step).item()))
         bar(losses[-1])
     bar(None)
     return losses, dev

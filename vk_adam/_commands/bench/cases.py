@@ -59,7 +59,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cases",
         default="auto",
-        help="comma-separated case names or groups (single, lora, tiny, all); 'auto' = all on a "
+        help="comma-separated case names or groups (single, lora, tiny, all; train: whole training "
+        "steps of the demo model, a table of its own); 'auto' = all optimizer cases on a "
         f"GPU, the smaller ones on a software device. Cases: {names}",
     )
     parser.add_argument("--device", help="Vulkan device index or name substring")

@@ -51,9 +51,18 @@ def run_bench(args: argparse.Namespace) -> int:
         print(render(report, out))
         return 0
     info = select_device(args.device)
-    cases = select_cases(args.cases, info.is_software)
     if args.steps_per_batch is None:
         args.steps_per_batch = 10 if info.is_software else 100
+    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if "train" in wanted:  # whole training steps: a table of its own (train.md, train.json)
+        from .train import run_train_bench
+
+        print(run_train_bench(info.index, info.is_software, args.steps_per_batch, Path(args.out)))
+        wanted.remove("train")
+        if not wanted:
+            return 0
+        args.cases = ",".join(wanted)
+    cases = select_cases(args.cases, info.is_software)
     rt = Runtime(device=info.index)
     has_torch, has_cuda = _torch_available(), _cuda_available()
     out = Path(args.out)

@@ -1,0 +1,148 @@
+"""``vk-adam bench --cases train``: whole training steps of the demo's model (forward, backward,
+global-norm clipping, AdamW update), the GPU-resident Vulkan loop against torch.
+
+* **vk-adam resident**: ``examples/resident_training`` (the demo's loop): steps recorded back to
+  back, ``steps_per_submit`` per submission, one wait and one loss download per submission.
+* **update share**: the same number of ``record_step`` calls alone (clipping and AdamW, no
+  forward or backward) in one submission, over the whole step's time.
+* **torch**: eager on CUDA with fused AdamW and with the default (foreach) AdamW, and on the CPU;
+  steps launched in a loop, one synchronize at the end.
+
+Model: the anchor's shape on a GPU (8 blocks, dim 128, q and v LoRA r8, batch 64, clipping 1.0,
+AdamW); the demo's smaller default on a software device, where a step takes a good part of a
+second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Submissions timed after one warm-up submission.
+REPEATS = 5
+
+
+def _config(software: bool, steps: int) -> Any:
+    from ..demo import DemoConfig
+
+    base = DemoConfig() if software else DemoConfig(layers=8, dim=128)
+    return dataclasses.replace(base, steps=steps)
+
+
+def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[str, Any]:
+    from ..demo import fresh_run, optimizer_options
+    from ..demo_model import make_dataset
+    from ..demo_resident import load_example
+
+    repeats = 2 if software else REPEATS
+    cfg = _config(software, per_submit * (repeats + 1))
+    example = load_example()
+    adapter, model, _ = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
+    base = {path: w.astype(np.float32) for path, w in model.base.items()}
+    mgr = example.open_manager(device_index)
+    try:
+        opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
+        with opt:
+            trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
+            walls = []
+            for r in range(repeats + 1):  # the first submission warms up
+                t0 = time.perf_counter()
+                trainer.run(r * per_submit, (r + 1) * per_submit)
+                if r:
+                    walls.append((time.perf_counter() - t0) / per_submit)
+            # The update alone: as many recorded steps, no forward or backward.
+            seq = mgr.sequence()
+            updates = []
+            for r in range(repeats + 1):
+                seq.clear()
+                t0 = time.perf_counter()
+                for _ in range(per_submit):
+                    opt.record_step(seq)
+                seq.eval()
+                if r:
+                    updates.append((time.perf_counter() - t0) / per_submit)
+            seq.destroy()
+            trainer.destroy()
+        adapter.device_params = None
+    finally:
+        mgr.destroy()
+    step_s, update_s = statistics.median(walls), statistics.median(updates)
+    return {
+        "backend": "vk-adam resident",
+        "ms_per_step": step_s * 1e3,
+        "steps_per_s": 1 / step_s,
+        "update_ms_per_step": update_s * 1e3,
+        "update_share": update_s / step_s,
+        "steps_per_submission": per_submit,
+        "model": {"layers": cfg.layers, "dim": cfg.dim, "rank": cfg.rank, "batch": cfg.batch},
+    }
+
+
+def bench_torch(software: bool, per_submit: int, dev: str, fused: bool | None) -> dict[str, Any]:
+    import torch
+
+    from ..demo_torch import torch_trainer
+
+    repeats = 2 if software else REPEATS
+    steps = per_submit * (repeats + 1)
+    step_fn = torch_trainer(_config(software, steps), dev, fused=fused)
+
+    def sync() -> None:
+        if dev == "cuda":
+            torch.cuda.synchronize()
+
+    walls = []
+    for r in range(repeats + 1):
+        t0 = time.perf_counter()
+        for step in range(r * per_submit, (r + 1) * per_submit):
+            step_fn(step)
+        sync()
+        if r:
+            walls.append((time.perf_counter() - t0) / per_submit)
+    wall = statistics.median(walls)
+    name = f"torch {dev} " + {True: "fused AdamW", False: "AdamW (for-loop)", None: "AdamW (default)"}[fused]
+    return {"backend": name, "ms_per_step": wall * 1e3, "steps_per_s": 1 / wall}
+
+
+def run_train_bench(device_index: int, software: bool, per_submit: int, out: Path) -> str:
+    """Run every backend available, write train.json and train.md into ``out``; return the table."""
+    rows = [bench_resident(device_index, software, per_submit)]
+    try:
+        import torch
+
+        has_torch = True
+    except ImportError:
+        has_torch = False
+    if has_torch:
+        if torch.cuda.is_available():
+            rows += [bench_torch(software, per_submit, "cuda", fused) for fused in (True, None)]
+        rows.append(bench_torch(software, min(per_submit, 10), "cpu", None))
+    ours = rows[0]["ms_per_step"]
+    for row in rows[1:]:
+        row["vk_adam_speedup"] = row["ms_per_step"] / ours
+    model = rows[0]["model"]
+    lines = [
+        f"Training step of the demo model ({model['layers']} blocks, dim {model['dim']}, q and v "
+        f"LoRA r{model['rank']}, batch {model['batch']}, clipping 1.0, AdamW); vk-adam: "
+        f"{rows[0]['steps_per_submission']} steps per submission. Update share: record_step alone "
+        f"{rows[0]['update_ms_per_step']:.3f} ms/step = {100 * rows[0]['update_share']:.1f}% of the step.",
+        "",
+        "| backend | ms/step | steps/s | vk-adam speed-up |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        speedup = f"{row['vk_adam_speedup']:.2f}x" if "vk_adam_speedup" in row else ""
+        ms, per_s = row["ms_per_step"], row["steps_per_s"]
+        lines.append(f"| {row['backend']} | {ms:.3f} | {per_s:.0f} | {speedup} |")
+    table = "\n".join(lines)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train.json").write_text(json.dumps(rows, indent=2))
+    (out / "train.md").write_text(table + "\n")
+    return table
