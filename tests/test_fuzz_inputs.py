@@ -797,3 +797,32 @@ def test_item_9_messages_name_the_argument(subjects: dict[str, Subject]) -> None
     assert_same(before, subject.snapshot())
     # torch's messages are kept where torch has one
     refused(lambda: vk_adam.Adam([p], lr=-1.0), "Invalid learning rate: -1.0")
+
+
+def test_a_rule_whose_push_constants_fail_changes_nothing(rng):
+    """A plugin's push_constants() that raises at some step raises before any staging memory,
+    buffer or step count changes (they are packed before the step's inputs are staged)."""
+    import dataclasses
+
+    from vk_adam._rules.builtin import ADAMW
+
+    def pack(hyper, step):
+        if step == 2:
+            raise RuntimeError("the plugin's packing failed")
+        return ADAMW.push_constants(hyper, step)
+
+    rule = dataclasses.replace(ADAMW, name="adamw-flaky", push_constants=pack)
+    params = [rng.standard_normal((7, 9)).astype(np.float32), rng.standard_normal(130).astype(np.float32)]
+    with vk_adam.Optimizer(params, rule) as opt:
+        opt.step([random_grad(rng, p.shape) for p in params])
+        before = [p.copy() for p in params]
+        staging = opt.grad_buffer().data().copy()
+        state = opt.state_dict()
+        with pytest.raises(RuntimeError, match="packing failed"):
+            opt.step([random_grad(rng, p.shape) for p in params])
+        for p, b in zip(params, before, strict=True):
+            np.testing.assert_array_equal(p, b)
+        np.testing.assert_array_equal(opt.grad_buffer().data(), staging)
+        after = opt.state_dict()
+        assert after["state"][0]["step"] == state["state"][0]["step"] == 1.0
+        np.testing.assert_array_equal(after["state"][1]["exp_avg"], state["state"][1]["exp_avg"])

@@ -272,7 +272,12 @@ class DeviceGroups:
                     self.bind(group, bset, g, recording=recording)
         return upload
 
-    def step_ops(self, upload: Sequence[Any]) -> tuple[list[Any], int, int]:
+    def pushes(self) -> list[Array]:
+        """The next step's push constants, one array per buffer set. Computed before any staging
+        memory is written: a rule whose packing fails then changes nothing."""
+        return [self._push(group, bset, group.step + 1) for group in self.groups for bset in group.sets]
+
+    def step_ops(self, upload: Sequence[Any], pushes: Sequence[Array]) -> tuple[list[Any], int, int]:
         """The ops of the next step, and the span of its GPU work: the index of the first op
         after the upload (clipping's passes, else the first update dispatch) and the index just
         past the last update dispatch (for timestamps: one before each op, one after the last)."""
@@ -291,9 +296,8 @@ class DeviceGroups:
                 ops.append(self._status_download)
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
-        for group in self.groups:
-            for bset in group.sets:
-                ops.append(self.rt.dispatch_op(bset.update_algo, self._push(group, bset, group.step + 1)))
+        sets = [bset for group in self.groups for bset in group.sets]
+        ops += [self.rt.dispatch_op(bset.update_algo, push) for bset, push in zip(sets, pushes, strict=True)]
         last = len(ops)
         ops.append(after)
         if self._host_download is not None:

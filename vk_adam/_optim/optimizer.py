@@ -163,8 +163,9 @@ class Optimizer(DeviceAccess):
         prepared = prepare_grads(grads, self._groups, "record_step()")
         refuse_host_grads(prepared)
         revalidate(self.rule, self._groups, self.zeroes_grad)
+        pushes = self._dev.pushes()
         self._dev.stage_inputs(prepared, recording=True)
-        ops, _, _ = self._dev.step_ops([])
+        ops, _, _ = self._dev.step_ops([], pushes)
         self._rt.record(sequence, ops)
         for group in self._groups:
             group.step += 1
@@ -172,13 +173,14 @@ class Optimizer(DeviceAccess):
 
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
+        pushes = self._dev.pushes()
         status = self._dev.status
         if self.skip_nonfinite:
             status.data()[0] = 0
         upload = self._dev.stage_inputs(prepared)
         if self.skip_nonfinite:
             upload.append(status)
-        ops, first, last = self._dev.step_ops(upload)
+        ops, first, last = self._dev.step_ops(upload, pushes)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self._profile)
         eval_seconds = time.perf_counter() - eval_start
@@ -205,9 +207,10 @@ class Optimizer(DeviceAccess):
             # A submitted step's upload may not have read the staging memory yet: rewriting it
             # now would change that step's inputs (each buffer has one staging copy).
             self._drain()
+        pushes = self._dev.pushes()
         upload = self._dev.stage_inputs(prepared)
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
-        ops, _, _ = self._dev.step_ops(upload)
+        ops, _, _ = self._dev.step_ops(upload, pushes)
         handle._pending = self._rt.submit(ops)  # one submission (patched kp)
         for group in self._groups:
             group.step += 1
