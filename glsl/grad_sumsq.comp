@@ -5,8 +5,13 @@
 // host fixes both), and the workgroup sums in a fixed tree order, so the same gradients give
 // the same partial sums bit for bit. A NaN or Inf gradient makes its partial non-finite, which
 // is how one pass also serves skip_nonfinite.
+#extension GL_GOOGLE_include_directive : require
+#include "vk_adam_16bit.glsl"
 layout(local_size_x = 256) in;
+// The gradient's format: 0 fp32, 1 fp16, 2 bf16 (16-bit values packed two per word).
+layout(constant_id = 0) const uint GRAD_FORMAT = 0u;
 layout(std430, set = 0, binding = 0) readonly buffer grad_block { float grad[]; };
+layout(std430, set = 0, binding = 0) readonly buffer grad_words_block { uint grad_words[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer partials_block { float partials[]; };
 layout(push_constant) uniform push_block { uint n; uint offset; } pc;
 
@@ -16,7 +21,7 @@ void main() {
     const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     float sum = 0.0;
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride) {
-        const float g = grad[i];
+        const float g = GRAD_FORMAT == 0u ? grad[i] : vk_adam_16_element(grad_words[i >> 1], i, GRAD_FORMAT);
         sum += g * g;
     }
     const uint t = gl_LocalInvocationID.x;

@@ -74,6 +74,29 @@ class DeviceAccess:
         """(offset, shape) of each param of a NumPy group inside its flat buffers."""
         return [(s.offset, s.shape) for s in self._groups[group].slots]
 
+    def memory_bytes(self) -> dict[str, int]:
+        """Device memory this optimizer's buffers hold, in bytes, by kind: ``param`` (the
+        params as stored: 4 or 2 bytes each, plus alignment padding), ``grad``, ``master``
+        (fp32 copies of 16-bit params), ``state``, ``absmax`` (8-bit state's block scales),
+        ``other`` (status, quantization tables, clipping's partial sums), and ``total``.
+        Divide by the number of params for resident bytes per param."""
+        self._check_open()
+        dev = self._dev
+        kinds = dict.fromkeys(("param", "grad", "master", "state", "absmax", "other"), 0)
+        for group in self._groups:
+            for b in group.sets:
+                kinds["param"] += self._rt.buffer_bytes(b.param)
+                kinds["grad"] += self._rt.buffer_bytes(b.grad)
+                kinds["master"] += self._rt.buffer_bytes(b.master) if b.master is not None else 0
+                kinds["state"] += sum(self._rt.buffer_bytes(t) for t in b.state.values())
+                kinds["absmax"] += sum(self._rt.buffer_bytes(t) for t in b.absmax.values())
+        other = [dev.status, dev.qtable, dev.unused]
+        if dev.clipper is not None:
+            other.append(dev.clipper.partials)
+        kinds["other"] = sum(self._rt.buffer_bytes(t) for t in other)
+        kinds["total"] = sum(kinds.values())
+        return kinds
+
     def dispatches_per_step(self) -> int:
         """How many update dispatches one step records (one per buffer set)."""
         return self._dev.dispatches_per_step()

@@ -77,10 +77,12 @@ class GradClipper:
         )
         self._partials_barrier = rt.barrier_op([self.partials])
 
-    def sumsq_pipeline(self, grad: Any, n: int, set_index: int) -> tuple[Any, Any]:
-        """Pass 1 over one gradient buffer: its pipeline and its (constant) dispatch op."""
+    def sumsq_pipeline(self, grad: Any, n: int, set_index: int, grad_format: int = 0) -> tuple[Any, Any]:
+        """Pass 1 over one gradient buffer (``grad_format``: 0 fp32, 1 fp16, 2 bf16): its
+        pipeline and its (constant) dispatch op."""
         groups = min(PARTIALS_PER_SET, -(-n // WORKGROUP_SIZE))
-        algo = self.rt.pipeline([grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, (), 2)
+        spec = tuple(float(x) for x in np.array([grad_format], np.uint32).view(np.float32))
+        algo = self.rt.pipeline([grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, spec, 2)
         push = np.array([n, PARTIALS_PER_SET * set_index], np.uint32).view(np.float32)
         return algo, self.rt.dispatch_op(algo, push)
 

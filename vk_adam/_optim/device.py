@@ -21,15 +21,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._rules.rule import ShaderVariant, UpdateRule
-from .._rules.spirv import load_spirv
+from .. import _formats as fmt
+from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant, UpdateRule
+from .._rules.spirv import has_storage_formats, load_spirv, reflect
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from .clipping import GradClipper, initial_status
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat, scatter
+from .storage import GroupFormat, group_format, initial_state, typed_view, value_words
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
+
+
+def uint_spec(*values: int) -> tuple[float, ...]:
+    """uint specialization constants as the float32 words kp passes."""
+    return tuple(float(x) for x in np.array(values, np.uint32).view(np.float32))
+
 
 #: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
 #: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
@@ -46,6 +54,9 @@ class BufferSet:
     state: dict[str, Any]
     n: int
     index: int  # position among all of the optimizer's buffer sets
+    format: GroupFormat = field(default_factory=GroupFormat)
+    absmax: dict[str, Any] = field(default_factory=dict)  # per 8-bit state buffer
+    master: Any = None  # fp32 master copy of 16-bit params
     update_algo: Any = None
     check_algo: Any = None
     check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
@@ -70,6 +81,16 @@ class Group:
     param_staging: list[F32] = field(default_factory=list)
     grad_staging: list[F32] = field(default_factory=list)
     validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
+    param_dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The optimizer's storage options (checked by ``groups.check_storage``)."""
+
+    state_dtype: str = "float32"
+    stochastic_rounding: bool = False
+    seed: int = 0
 
 
 class DeviceGroups:
@@ -89,8 +110,16 @@ class DeviceGroups:
         *,
         clip: bool = False,
         drain: Callable[[], None],
+        storage: Storage | None = None,
     ) -> None:
         self.rt, self.rule = rt, rule
+        self.storage = storage or Storage()
+        self.seed = self.storage.seed
+        self._formats_in_shader: dict[str, bool] = {}
+        # The quantization tables every 8-bit state buffer uses, and a stand-in for bindings a
+        # buffer set's formats leave unused (every binding the shader declares must be valid).
+        self.qtable = rt.buffer(fmt.quant_tables())
+        self.unused = rt.buffer(np.zeros(4, np.float32))
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
         self._spirv: dict[str, bytes] = {}
@@ -124,19 +153,27 @@ class DeviceGroups:
             raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
         group = Group(options, variant, spec, [], [], host_mode)
         if host_mode:
-            group.slots, total = plan_flat(params, MAX_ELEMENTS)
+            group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
+            quantized = self.storage.state_dtype == "int8-blockwise"
+            # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
+            group.slots, total = plan_flat(params, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+            form = self._format(variant, group.param_dtype, total)
             flat = np.zeros(total, np.float32)
-            gather(group.slots, params, flat)
+            gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
             bset = BufferSet(
-                self.rt.buffer(flat),
-                self.rt.buffer(np.zeros(total, np.float32)),
-                self._new_state(variant, total),
+                self.rt.buffer(value_words(flat, form.param)),
+                self.rt.buffer(value_words(np.zeros(total, np.float32), form.param)),
+                {},
                 total,
                 self._next_index(),
+                form,
             )
+            self._new_state(variant, bset)
+            if form.has_master:
+                bset.master = self.rt.buffer(value_words(flat, "float32"))
             group.sets.append(bset)
-            group.param_staging.append(bset.param.data())
-            group.grad_staging.append(bset.grad.data())
+            group.param_staging.append(typed_view(bset.param.data(), form.param))
+            group.grad_staging.append(typed_view(bset.grad.data(), form.param))
         else:
             for index, p in enumerate(params):
                 n = int(p.size())
@@ -146,7 +183,9 @@ class DeviceGroups:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
                 grad = self.rt.buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
-                group.sets.append(BufferSet(p, grad, self._new_state(variant, n), n, self._next_index()))
+                bset = BufferSet(p, grad, {}, n, self._next_index(), self._format(variant, "float32", n))
+                self._new_state(variant, bset)
+                group.sets.append(bset)
         for bset in group.sets:
             self.bind(group, bset, bset.grad)
         self.groups.append(group)
@@ -156,8 +195,30 @@ class DeviceGroups:
         self._sets += 1
         return self._sets - 1
 
-    def _new_state(self, variant: ShaderVariant, n: int) -> dict[str, Any]:
-        return {s.name: self.rt.buffer(np.full(n, s.initial_value, np.float32)) for s in variant.state}
+    def _format(self, variant: ShaderVariant, param_dtype: str, n: int) -> GroupFormat:
+        st = self.storage
+        form = group_format(variant.state, param_dtype, st.state_dtype, st.stochastic_rounding, n)
+        if not form.is_default and not self.has_formats(variant):
+            raise ValueError(
+                f"rule {self.rule.name!r}: shader {variant.spirv} was built against a "
+                "vk_adam_rule.glsl older than 16-bit params and compressed state, so it can only "
+                f"run float32 params with state_dtype='float32' (asked: {param_dtype} params, "
+                f"state_dtype={st.state_dtype!r}); rebuild the plugin against this vk-adam"
+            )
+        return form
+
+    def has_formats(self, variant: ShaderVariant) -> bool:
+        key = str(variant.spirv)
+        if key not in self._formats_in_shader:
+            self._formats_in_shader[key] = has_storage_formats(reflect(self._shader(key)))
+        return self._formats_in_shader[key]
+
+    def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
+        for s, code in zip(variant.state, bset.format.state, strict=True):
+            words, absmax = initial_state(code, s, bset.n)
+            bset.state[s.name] = self.rt.buffer(words)
+            if absmax is not None:
+                bset.absmax[s.name] = self.rt.buffer(absmax)
 
     def _shader(self, name: str) -> bytes:
         if name not in self._spirv:
@@ -179,19 +240,29 @@ class DeviceGroups:
             if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
                 self._check_room(bset, grad)
                 self._evict(bset)
-            tensors = [bset.param, grad, self.status, *(bset.state[s.name] for s in group.variant.state)]
+            states = [bset.state[s.name] for s in group.variant.state]
+            tensors = [bset.param, grad, self.status, *states]
+            spec = group.spec
+            if self.has_formats(group.variant):
+                absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
+                tensors += [*absmax, bset.master or self.unused, self.qtable]
+                padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
+                spec = (*spec, *padding, *bset.format.spec())
             update = self.rt.pipeline(
                 tensors,
                 self._shader(str(group.variant.spirv)),
                 -(-bset.n // 4),  # one vec4 per invocation
-                group.spec,
-                1 + group.variant.hyper_count,
+                spec,
+                self._push_words(group.variant),
             )
+            grad_format = fmt.PARAM_FORMAT[bset.format.param]
             check = check_op = None
             if self.clipper is not None:  # its pass 1 also detects non-finite gradients
-                check, check_op = self.clipper.sumsq_pipeline(grad, bset.n, bset.index)
+                check, check_op = self.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
             elif self.skip_nonfinite:
-                check = self.rt.pipeline([grad, self.status], self._shader("nonfinite_check"), bset.n, (), 1)
+                check = self.rt.pipeline(
+                    [grad, self.status], self._shader("nonfinite_check"), bset.n, uint_spec(grad_format), 1
+                )
                 check_op = self.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
             cached = (grad, update, check, check_op)
             bset.pipelines[key] = cached
@@ -232,7 +303,11 @@ class DeviceGroups:
         queue runs next). Built once per binding, reused every step."""
         if self._barrier_before is None:
             buffers = [
-                t for g in self.groups for b in g.sets for t in (b.param, b.bound_grad, *b.state.values())
+                t
+                for g in self.groups
+                for b in g.sets
+                for t in (b.param, b.bound_grad, *b.state.values(), *b.absmax.values(), b.master)
+                if t is not None
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
             self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
@@ -277,6 +352,10 @@ class DeviceGroups:
         memory is written: a rule whose packing fails then changes nothing."""
         return [self._push(group, bset, group.step + 1) for group in self.groups for bset in group.sets]
 
+    def _push_words(self, variant: ShaderVariant) -> int:
+        """uint n, the rule's floats, and (harness with formats) the uint rng key."""
+        return 1 + variant.hyper_count + (1 if self.has_formats(variant) else 0)
+
     def step_ops(self, upload: Sequence[Any], pushes: Sequence[Array]) -> tuple[list[Any], int, int]:
         """The ops of the next step, and the span of its GPU work: the index of the first op
         after the upload (clipping's passes, else the first update dispatch) and the index just
@@ -313,9 +392,11 @@ class DeviceGroups:
                 f"{group.variant.hyper_count}; they must agree (and match the shader's "
                 "VK_ADAM_HYPER_COUNT)"
             )
-        push = np.empty(1 + group.variant.hyper_count, np.float32)
+        push = np.empty(self._push_words(group.variant), np.float32)
         push.view(np.uint32)[0] = bset.n
-        push[1:] = values
+        push[1 : 1 + len(values)] = values
+        if len(push) > 1 + len(values):
+            push.view(np.uint32)[-1] = fmt.step_key(self.seed, bset.index, step)
         return push
 
     @staticmethod

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import _formats as fmt
 from .._inputs import convert_float_or_refuse
 from .._rules.rule import ShaderVariant, UpdateRule
 from .._runtime import is_kp_tensor
@@ -23,6 +24,7 @@ class GroupShape(Protocol):
 
     slots: list[ParamSlot]
     host_mode: bool
+    param_dtype: str
 
 
 #: The largest step count accepted (state dicts store it as a float, exact up to 2**53).
@@ -153,6 +155,28 @@ def group_options(
     return defaults, groups
 
 
+def check_storage(
+    state_dtype: Any, stochastic_rounding: Any, seed: Any, groups: Sequence[Mapping[str, Any]]
+) -> None:
+    """The storage options of an optimizer, against its params' dtypes."""
+    if not isinstance(state_dtype, str) or state_dtype not in fmt.STATE_DTYPES:
+        raise ValueError(f"state_dtype must be one of {list(fmt.STATE_DTYPES)} (got {show(state_dtype)})")
+    check_flag("stochastic_rounding", stochastic_rounding)
+    if not is_index(seed) or not 0 <= int(seed) < 2**32:
+        raise TypeError(f"seed must be an integer from 0 to 2**32 - 1 (got {show(seed)})")
+    dtypes = {
+        fmt.dtype_name(p.dtype) if isinstance(p, np.ndarray) else "float32"
+        for g in groups
+        for p in g["params"]
+    }
+    if stochastic_rounding and dtypes == {"float32"}:
+        raise ValueError(
+            "stochastic_rounding=True rounds each update into float16 or bfloat16 params, but "
+            "every param is float32 (they take the update exactly); pass float16/bfloat16 "
+            "params, or leave stochastic_rounding off"
+        )
+
+
 def check_recordable(groups: Sequence[GroupShape], skip_nonfinite: bool, sequence: Any) -> None:
     """``record_step`` needs a kp sequence, params on the device and no decision by the host."""
     if not is_kp_object(sequence, "Sequence"):
@@ -212,13 +236,21 @@ def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list
                     f"param {pi} of group {gi} is a {type(p).__name__}; expected a NumPy "
                     "float32 array or a kp tensor"
                 )
-            if p.dtype != np.float32 or not p.flags.c_contiguous or not p.flags.writeable:
+            name = fmt.dtype_name(p.dtype)
+            if name is None or not p.flags.c_contiguous or not p.flags.writeable:
                 raise TypeError(
-                    f"param {pi} of group {gi} must be a writeable, C-contiguous float32 array "
-                    f"(got dtype {p.dtype}, contiguous={p.flags.c_contiguous}, "
-                    f"writeable={p.flags.writeable}): vk-adam updates params in place, so "
-                    "convert it once with np.ascontiguousarray(p, dtype=np.float32) and keep "
-                    "that array"
+                    f"param {pi} of group {gi} must be a writeable, C-contiguous array of float32, "
+                    f"float16 or bfloat16 (ml_dtypes.bfloat16) (got dtype {p.dtype}, "
+                    f"contiguous={p.flags.c_contiguous}, writeable={p.flags.writeable}): vk-adam "
+                    "updates params in place, so convert it once with "
+                    "np.ascontiguousarray(p, dtype=np.float32) and keep that array"
+                )
+            first = group["params"][0]
+            if isinstance(first, np.ndarray) and p.dtype != first.dtype:
+                raise TypeError(
+                    f"param {pi} of group {gi} is {name} but param 0 of the group is "
+                    f"{fmt.dtype_name(first.dtype)}: a group's params share one flat buffer of one "
+                    "dtype; put params of another dtype in a param group of their own"
                 )
             if p.size == 0:
                 raise ValueError(f"param {pi} of group {gi} is empty")
@@ -291,12 +323,14 @@ def prepare_grads(
                 raise TypeError(f"grad for {name} is not an array of numbers ({show(g)}): {exc}") from exc
             if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                 raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
-            if g.dtype != np.float32:
+            want = fmt.NUMPY_DTYPES[group.param_dtype]
+            if g.dtype != want:
                 # stacklevel: this function, Optimizer.step, the caller of step()
+                is_float = np.issubdtype(g.dtype, np.floating) or fmt.dtype_name(g.dtype) is not None
                 convert_float_or_refuse(
-                    f"grad for {name}", g.dtype, np.issubdtype(g.dtype, np.floating), stacklevel=3
+                    f"grad for {name}", g.dtype, is_float, stacklevel=3, to=group.param_dtype
                 )
-                g = g.astype(np.float32)
+                g = g.astype(want)
             prepared.append(g)
         out.append(prepared)
     return out

@@ -22,9 +22,9 @@ F32 = npt.NDArray[np.float32]
 ALIGN_ELEMENTS = 64
 
 
-def align(n: int) -> int:
-    """``n`` rounded up to a multiple of ``ALIGN_ELEMENTS``."""
-    return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
+def align(n: int, to: int = ALIGN_ELEMENTS) -> int:
+    """``n`` rounded up to a multiple of ``to`` (default ``ALIGN_ELEMENTS``)."""
+    return -(-n // to) * to
 
 
 @dataclass
@@ -35,17 +35,19 @@ class ParamSlot:
     offset: int
     size: int
     shape: tuple[int, ...]
-    host: F32 | None  # the user's NumPy array (None for kp tensors)
+    host: Any  # the user's NumPy array: float32, float16 or bfloat16 (None for kp tensors)
 
 
-def plan_flat(params: Sequence[F32], limit: int) -> tuple[list[ParamSlot], int]:
-    """Slots for ``params`` packed into one flat buffer, and the buffer's length.
+def plan_flat(params: Sequence[Any], limit: int, alignment: int | None = None) -> tuple[list[ParamSlot], int]:
+    """Slots for ``params`` packed into one flat buffer, and the buffer's length. Each param
+    starts at a multiple of ``alignment`` (a multiple of ``ALIGN_ELEMENTS``; default that).
 
     Raises ValueError when the buffer would exceed ``limit`` elements."""
+    step = alignment or ALIGN_ELEMENTS
     slots, offset = [], 0
     for p in params:
         slots.append(ParamSlot(0, offset, p.size, tuple(p.shape), p))
-        offset += align(p.size)
+        offset += align(p.size, step)
     if offset > limit:
         raise ValueError(f"a param group holds {offset} elements; at most {limit}")
     return slots, offset

@@ -21,10 +21,11 @@ from .._rules.rule import UpdateRule
 from .._runtime import Runtime
 from .access import DeviceAccess
 from .clipping import check_harness, check_max_norm
-from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
+from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group, Storage
 from .groups import (
     check_options,
     check_recordable,
+    check_storage,
     group_options,
     prepare_grads,
     refuse_host_grads,
@@ -41,8 +42,9 @@ MAX_STEPS_IN_FLIGHT = 8
 class Optimizer(DeviceAccess):
     """An update rule from the registry, run on a Vulkan device through kp.
 
-    ``params``: NumPy float32 arrays (updated in place), kp tensors on ``manager``, or param
-    groups (dicts with ``"params"`` and per-group hyperparameters), as in torch.optim.
+    ``params``: NumPy arrays of float32, float16 or bfloat16 (``ml_dtypes.bfloat16``; updated
+    in place, gradients in the same dtype), float32 kp tensors on ``manager``, or param groups
+    (dicts with ``"params"`` and per-group hyperparameters), as in torch.optim.
     ``rule``: a registered rule name or an :class:`UpdateRule`. Hyperparameters not given fall
     back to the rule's defaults.
 
@@ -57,6 +59,13 @@ class Optimizer(DeviceAccess):
       * ``clip_grad_norm``: clip the gradients of all params by their global L2 norm to at most
         this value, on the device, before every step (``torch.nn.utils.clip_grad_norm_``);
         :meth:`last_grad_norm` reads the norm. Default None (off).
+      * ``state_dtype``: how state is stored: ``"float32"`` (default), ``"bfloat16"``, or
+        ``"int8-blockwise"`` (8-bit codes, one fp32 absmax per 256 values; buffers under 4,096
+        elements stay fp32). Every rule's shader still computes in fp32.
+      * ``stochastic_rounding``: 16-bit params take each update by stochastic rounding, with
+        no fp32 master copy; default False: an fp32 master copy is kept on the device.
+      * ``seed``: of the stochastic-rounding stream (saved in the state dict, so a resumed run
+        is bit-identical). Default 0.
     """
 
     def __init__(
@@ -70,6 +79,9 @@ class Optimizer(DeviceAccess):
         skip_nonfinite: bool = False,
         profile: bool = False,
         clip_grad_norm: float | None = None,
+        state_dtype: str = "float32",
+        stochastic_rounding: bool = False,
+        seed: int = 0,
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
@@ -82,6 +94,7 @@ class Optimizer(DeviceAccess):
         self.zeroes_grad, self.skip_nonfinite = bool(zero_grad), bool(skip_nonfinite)
         max_norm = check_max_norm(clip_grad_norm)
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
+        check_storage(state_dtype, stochastic_rounding, seed, groups)
         if max_norm is not None:
             check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
@@ -103,6 +116,7 @@ class Optimizer(DeviceAccess):
                 self.skip_nonfinite,
                 clip=max_norm is not None,
                 drain=self._drain,
+                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed)),
             )
             self._dev.max_norm = max_norm or 0.0
         except BaseException:
@@ -237,19 +251,23 @@ class Optimizer(DeviceAccess):
 
     # -- state dict ------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, float32: bool = False) -> dict[str, Any]:
         """torch.optim's layout: ``{'state': {i: {'step', <state buffers>}}, 'param_groups'}``.
 
-        State arrays are float32 copies shaped like their params; params that have not been
-        stepped have no entry (as in torch).
+        State arrays are copies shaped like their params, as stored: float32, bfloat16, or
+        uint8 codes with ``'<name>.absmax'`` (fp32, one per block of 256); 16-bit params with
+        a master copy add ``'master_param'``. It loads back bit for bit. ``float32=True``
+        gives every state as float32 and nothing else: torch.optim's own layout, e.g. for
+        ``torch.optim.AdamW.load_state_dict``. Params not stepped yet have no entry (as in torch).
         """
         self._check_open()
         self._drain()
-        return read_state_dict(self._dev)
+        return read_state_dict(self._dev, float32=float32)
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Load a :meth:`state_dict` (or torch.optim's, as NumPy). Checked fully before any
-        change: on error nothing is modified."""
+        """Load a :meth:`state_dict` (or torch.optim's, as NumPy). Float state is stored in
+        this optimizer's ``state_dtype``; 8-bit codes load only into 8-bit state. Checked fully
+        before any change: on error nothing is modified."""
         self._check_open()
         write_state_dict(self._dev, state_dict, self._drain)
 

@@ -42,6 +42,9 @@ class Adam(Optimizer):
         skip_nonfinite: bool = False,
         profile: bool = False,
         clip_grad_norm: float | None = None,
+        state_dtype: str = "float32",
+        stochastic_rounding: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__(
             params,
@@ -59,6 +62,9 @@ class Adam(Optimizer):
             skip_nonfinite=skip_nonfinite,
             profile=profile,
             clip_grad_norm=clip_grad_norm,
+            state_dtype=state_dtype,
+            stochastic_rounding=stochastic_rounding,
+            seed=seed,
         )
 
 
@@ -82,6 +88,9 @@ class AdamW(Optimizer):
         skip_nonfinite: bool = False,
         profile: bool = False,
         clip_grad_norm: float | None = None,
+        state_dtype: str = "float32",
+        stochastic_rounding: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__(
             params,
@@ -98,6 +107,9 @@ class AdamW(Optimizer):
             skip_nonfinite=skip_nonfinite,
             profile=profile,
             clip_grad_norm=clip_grad_norm,
+            state_dtype=state_dtype,
+            stochastic_rounding=stochastic_rounding,
+            seed=seed,
         )
 
 
@@ -120,6 +132,9 @@ class SGD(Optimizer):
         skip_nonfinite: bool = False,
         profile: bool = False,
         clip_grad_norm: float | None = None,
+        state_dtype: str = "float32",
+        stochastic_rounding: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__(
             params,
@@ -136,6 +151,9 @@ class SGD(Optimizer):
             skip_nonfinite=skip_nonfinite,
             profile=profile,
             clip_grad_norm=clip_grad_norm,
+            state_dtype=state_dtype,
+            stochastic_rounding=stochastic_rounding,
+            seed=seed,
         )
 
 

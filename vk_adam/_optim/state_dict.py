@@ -12,9 +12,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .device import DeviceGroups, Group
+from .. import _formats as fmt
+from .device import BufferSet, DeviceGroups, Group
 from .groups import as_step, check_hyper_types, is_index, same_shader, show
 from .layout import ParamSlot
+from .storage import STATE_DTYPE_OF, blocks, decode_state, is_signed, native_state, quantize
+
+#: State-dict key of a 16-bit param's fp32 master copy, and the suffix of 8-bit state's absmax.
+MASTER_KEY = "master_param"
+ABSMAX_SUFFIX = ".absmax"
 
 Array = npt.NDArray[Any]
 
@@ -27,13 +33,20 @@ def _all_slots(groups: list[Group]) -> Iterator[tuple[int, Group, ParamSlot]]:
             index += 1
 
 
-def read_state_dict(device: DeviceGroups) -> dict[str, Any]:
+def read_state_dict(device: DeviceGroups, *, float32: bool = False) -> dict[str, Any]:
     """The state dict of the optimizer whose device side is ``device`` (drained by the caller).
 
-    State arrays are float32 copies shaped like their params; params that have not been
-    stepped have no entry (as in torch)."""
+    State arrays are copies shaped like their params, in their stored format (float32,
+    bfloat16, uint8 codes plus ``<name>.absmax``), or all float32 with ``float32=True``;
+    params that have not been stepped have no entry (as in torch)."""
     rt, groups = device.rt, device.groups
-    tensors = [t for g in groups for b in g.sets for t in b.state.values()]
+    tensors = [
+        t
+        for g in groups
+        for b in g.sets
+        for t in (*b.state.values(), *b.absmax.values(), b.master)
+        if t is not None
+    ]
     if tensors:
         rt.run([rt.download_op(tensors)])
     state: dict[int, dict[str, Any]] = {}
@@ -42,15 +55,28 @@ def read_state_dict(device: DeviceGroups) -> dict[str, Any]:
             continue
         bset = group.sets[slot.buffer_set]
         entry: dict[str, Any] = {"step": float(group.step)}
-        for s in group.variant.state:
-            flat = bset.state[s.name].data()[slot.offset : slot.offset + slot.size]
-            entry[s.name] = flat.reshape(slot.shape).copy()
+        for s, code in zip(group.variant.state, bset.format.state, strict=True):
+            words = bset.state[s.name].data()
+            absmax = bset.absmax[s.name].data() if s.name in bset.absmax else None
+            if float32:
+                entry[s.name] = decode_state(code, words, absmax, slot.offset, slot.size).reshape(slot.shape)
+                continue
+            values, scale = native_state(code, words, absmax, slot.offset, slot.size)
+            entry[s.name] = values.reshape(slot.shape)
+            if scale is not None:
+                entry[f"{s.name}{ABSMAX_SUFFIX}"] = scale
+        if bset.master is not None and not float32:
+            flat = bset.master.data()[slot.offset : slot.offset + slot.size]
+            entry[MASTER_KEY] = flat.reshape(slot.shape).copy()
         state[index] = entry
     param_groups = []
     start = 0
     for group in groups:
         opts = {k: v for k, v in group.options.items() if k != "params"}
         opts["params"] = list(range(start, start + len(group.slots)))
+        if not float32:
+            opts["state_dtype"] = device.storage.state_dtype
+            opts["seed"] = device.seed
         start += len(group.slots)
         param_groups.append(opts)
     return {"state": state, "param_groups": param_groups}
@@ -102,19 +128,79 @@ def _checked_groups(state_dict: Any, count: int) -> tuple[list[Mapping[str, Any]
 
 
 def _state_array(value: Any, name: str, param_id: int) -> Array:
-    """A saved state buffer as a flat float32 copy: an array (or nested list) of real numbers."""
+    """A saved state buffer as a flat copy: an array (or nested list) of real numbers; uint8
+    arrays (8-bit codes) and bfloat16 arrays keep their dtype, other numbers become float32."""
     try:
         array = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise TypeError(
             f"state {name!r} of param {param_id} is not an array of numbers ({show(value)})"
         ) from exc
+    if array.dtype == np.uint8 or array.dtype == fmt.BFLOAT16:
+        return array.reshape(-1).copy()
     if array.dtype.kind not in "fiu":
         raise TypeError(
             f"state {name!r} of param {param_id} must be an array of floats (got dtype {array.dtype}: "
             f"{show(value)})"
         )
     return array.astype(np.float32).reshape(-1)
+
+
+#: One pending write: (kp tensor, dtype its words are viewed as, element offset, values).
+Write = tuple[Any, Any, int, Array]
+
+
+def _state_writes(
+    bset: BufferSet, slot: ParamSlot, name: str, code: int, value: Array, absmax: Any, param_id: int
+) -> list[Write]:
+    """The writes that store one saved state buffer of one param in its buffer's format."""
+    where = f"state {name!r} of param {param_id}"
+    tensor = bset.state[name]
+    if value.size != slot.size:
+        raise ValueError(f"{where} has {value.size} elements; the param has {slot.size}")
+    if value.dtype == np.uint8:
+        if code < fmt.STATE_INT8_SIGNED:
+            raise ValueError(
+                f"{where} holds 8-bit codes, but this optimizer keeps it as "
+                f"{STATE_DTYPE_OF[code]}: create the optimizer with state_dtype='int8-blockwise' "
+                "(as the one that saved it), or save with state_dict(float32=True)"
+            )
+        if absmax is None:
+            raise ValueError(f"{where} holds 8-bit codes but the state dict lacks {name + ABSMAX_SUFFIX!r}")
+        scale = _state_array(absmax, name + ABSMAX_SUFFIX, param_id).astype(np.float32)
+        if scale.size != blocks(slot.size) or not np.all(np.isfinite(scale)) or np.any(scale < 0):
+            raise ValueError(
+                f"{name + ABSMAX_SUFFIX!r} of param {param_id} must hold {blocks(slot.size)} finite, "
+                f"non-negative block maxima (got {scale.size} values)"
+            )
+        first = slot.offset // fmt.BLOCK
+        return [(tensor, np.uint8, slot.offset, value), (bset.absmax[name], np.float32, first, scale)]
+    values = value.astype(np.float32)
+    if code == fmt.STATE_F32:
+        return [(tensor, np.float32, slot.offset, values)]
+    if code == fmt.STATE_BF16:
+        return [(tensor, fmt.BFLOAT16, slot.offset, values.astype(fmt.BFLOAT16))]
+    codes, scale = quantize(values, is_signed(code))
+    first = slot.offset // fmt.BLOCK
+    return [
+        (tensor, np.uint8, slot.offset, codes[: slot.size]),
+        (bset.absmax[name], np.float32, first, scale),
+    ]
+
+
+def _master_writes(bset: BufferSet, slot: ParamSlot, entry: Any, param_id: int) -> list[Write]:
+    """The master copy of a 16-bit param: the saved one, else the param's current value."""
+    if bset.master is None:
+        return []
+    if entry is not None and MASTER_KEY in entry:
+        values = _state_array(entry[MASTER_KEY], MASTER_KEY, param_id).astype(np.float32)
+        if values.size != slot.size:
+            raise ValueError(
+                f"{MASTER_KEY!r} of param {param_id} has {values.size} elements; the param has {slot.size}"
+            )
+    else:
+        values = np.asarray(slot.host, np.float32).reshape(-1)
+    return [(bset.master, np.float32, slot.offset, values)]
 
 
 def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
@@ -142,22 +228,28 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
                 "with the same options as the one that saved it"
             )
         new_options.append(options)
+    seeds = {saved.get("seed") for saved in saved_groups} - {None}
+    seed = seeds.pop() if len(seeds) == 1 else None
+    if seed is not None and (not is_index(seed) or not 0 <= int(seed) < 2**32):
+        raise TypeError(
+            f"'seed' of the loaded state dict must be an integer from 0 to 2**32 - 1 (got {show(seed)})"
+        )
     steps: list[int] = []
-    writes: list[tuple[Any, int, Array]] = []
+    writes: list[Write] = []
     params_flat = list(_all_slots(groups))
     for gi, group in enumerate(groups):
         ids = [int(i) for i in saved_groups[gi]["params"]]
         group_steps = set()
         for local, saved_id in enumerate(ids):
             _, _, slot = params_flat[sum(len(g.slots) for g in groups[:gi]) + local]
-            buffers = group.sets[slot.buffer_set].state
             key = saved_id if saved_id in state else str(saved_id)
+            bset = group.sets[slot.buffer_set]
             if key not in state:  # never stepped: the initial state
                 group_steps.add(0)
-                for s in group.variant.state:
-                    writes.append(
-                        (buffers[s.name], slot.offset, np.full(slot.size, s.initial_value, np.float32))
-                    )
+                for s, code in zip(group.variant.state, bset.format.state, strict=True):
+                    initial = np.full(slot.size, s.initial_value, np.float32)
+                    writes += _state_writes(bset, slot, s.name, code, initial, None, saved_id)
+                writes += _master_writes(bset, slot, None, saved_id)
                 continue
             entry = state[key]
             if not isinstance(entry, Mapping):
@@ -168,16 +260,13 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
             group_steps.add(
                 as_step(entry["step"], f"'step' of param {saved_id}", 0) if "step" in entry else 0
             )
-            for s in group.variant.state:
+            for s, code in zip(group.variant.state, bset.format.state, strict=True):
                 if s.name not in entry:
                     raise ValueError(f"state of param {saved_id} lacks {s.name!r}")
                 value = _state_array(entry[s.name], s.name, saved_id)
-                if value.size != slot.size:
-                    raise ValueError(
-                        f"state {s.name!r} of param {saved_id} has {value.size} elements; "
-                        f"the param has {slot.size}"
-                    )
-                writes.append((buffers[s.name], slot.offset, value))
+                absmax = entry.get(s.name + ABSMAX_SUFFIX)
+                writes += _state_writes(bset, slot, s.name, code, value, absmax, saved_id)
+            writes += _master_writes(bset, slot, entry, saved_id)
         if len(group_steps) > 1:
             raise ValueError(
                 f"param group {gi} has params at different steps {sorted(group_steps)}; "
@@ -187,8 +276,8 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
     # Everything checked: apply.
     drain()
     touched: list[Any] = []
-    for tensor, offset, value in writes:
-        tensor.data()[offset : offset + value.size] = value
+    for tensor, dtype, offset, value in writes:
+        tensor.data().view(dtype)[offset : offset + value.size] = value
         if tensor not in touched:
             touched.append(tensor)
     if touched:
@@ -196,3 +285,5 @@ def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain:
     for group, options, step in zip(groups, new_options, steps, strict=True):
         group.options.update({k: v for k, v in options.items() if k != "params"})
         group.step = step
+    if seed is not None:
+        device.seed = int(seed)

@@ -22,11 +22,11 @@ F64 = npt.NDArray[np.float64]
 # Adam / AdamW (Kingma & Ba 2015, Alg. 1; Loshchilov & Hutter 2019 for decoupled decay)
 # --------------------------------------------------------------------------------------------
 
-_ADAM_STATE = (StateBuffer("exp_avg"), StateBuffer("exp_avg_sq"))
+_ADAM_STATE = (StateBuffer("exp_avg"), StateBuffer("exp_avg_sq", nonnegative=True))
 _ADAM_VARIANTS = {
     "adam": ShaderVariant("adam", _ADAM_STATE, hyper_count=8),
     "adam_amsgrad": ShaderVariant(
-        "adam_amsgrad", (*_ADAM_STATE, StateBuffer("max_exp_avg_sq")), hyper_count=8
+        "adam_amsgrad", (*_ADAM_STATE, StateBuffer("max_exp_avg_sq", nonnegative=True)), hyper_count=8
     ),
 }
 

@@ -12,8 +12,15 @@ import weakref
 from typing import Any
 
 from .._errors import RuleRegistrationError, ShaderMissingError
-from .rule import MAX_PUSH_CONSTANT_BYTES, ShaderVariant, StateBuffer, UpdateRule, variant_settings
-from .spirv import ShaderInterface, load_spirv, reflect
+from .rule import (
+    MAX_PUSH_CONSTANT_BYTES,
+    MAX_RULE_SPEC_CONSTANTS,
+    ShaderVariant,
+    StateBuffer,
+    UpdateRule,
+    variant_settings,
+)
+from .spirv import FORMAT_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
@@ -63,12 +70,13 @@ def _check_declaration(rule: UpdateRule) -> None:
             )
 
 
-def _describe_push_block(push_bytes: int) -> str:
+def _describe_push_block(push_bytes: int, formats: bool = False) -> str:
     if push_bytes == 0:
         return "has no push-constant block"
-    floats = (push_bytes - 4) / 4
+    floats = (push_bytes - (8 if formats else 4)) / 4
     floats_text = str(int(floats)) if floats == int(floats) else f"{floats:g}"
-    return f"push-constant block is {push_bytes} bytes (uint n + {floats_text} floats)"
+    key = " + uint rng_key" if formats else ""
+    return f"push-constant block is {push_bytes} bytes (uint n + {floats_text} floats{key})"
 
 
 def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderInterface:
@@ -81,22 +89,27 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
         raise ShaderMissingError(f"{where}: {exc}") from exc
     except Exception as exc:  # a module the small reflector cannot read
         raise InvalidRuleError(f"{where}: cannot read its SPIR-V: {exc}") from exc
-    expected = set(range(_FIXED_BINDINGS + len(variant.state)))
+    formats = has_storage_formats(interface)
+    k = len(variant.state)
+    # The harness with storage formats adds an absmax buffer per state, the master copy and
+    # the quantization tables; an older harness binds param, grad, status and the state.
+    expected = set(range(_FIXED_BINDINGS + 2 * k + 2)) if formats else set(range(_FIXED_BINDINGS + k))
     if set(interface.bindings) != expected:
         raise InvalidRuleError(
             f"{where}: the shader binds {sorted(interface.bindings)} but the rule declares "
-            f"{len(variant.state)} state buffer(s), i.e. bindings {sorted(expected)} "
-            "(0 param, 1 grad, 2 status, then one per state buffer); make the variant's state "
+            f"{k} state buffer(s), i.e. bindings {sorted(expected)} "
+            "(0 param, 1 grad, 2 status, one per state buffer, then one absmax buffer per state "
+            "buffer, the master copy and the quantization tables); make the variant's state "
             "match the shader's VK_ADAM_STATE_COUNT"
         )
-    push_bytes = 4 + 4 * variant.hyper_count
+    push_bytes = (8 if formats else 4) + 4 * variant.hyper_count
     if interface.push_constant_bytes != push_bytes:
         # Name both sides: the shader is the ground truth the declaration has to match.
         raise InvalidRuleError(
-            f"{where}: the shader's {_describe_push_block(interface.push_constant_bytes)}, but the "
-            f"variant declares hyper_count={variant.hyper_count}, i.e. {push_bytes} bytes "
-            f"(uint n + {variant.hyper_count} floats); make hyper_count match the shader's "
-            "VK_ADAM_HYPER_COUNT"
+            f"{where}: the shader's {_describe_push_block(interface.push_constant_bytes, formats)}, "
+            f"but the variant declares hyper_count={variant.hyper_count}, i.e. {push_bytes} bytes "
+            f"(uint n + {variant.hyper_count} floats{' + uint rng_key' if formats else ''}); make "
+            "hyper_count match the shader's VK_ADAM_HYPER_COUNT"
         )
     if push_bytes > MAX_PUSH_CONSTANT_BYTES:
         raise InvalidRuleError(
@@ -121,9 +134,16 @@ def _check_setting(
         raise InvalidRuleError(
             f"{where}: push_constants() returns {len(values)} values for {label}, but the variant "
             f"declares hyper_count={variant.hyper_count} (and its shader's "
-            f"{_describe_push_block(interface.push_constant_bytes)}); they must agree"
+            f"{_describe_push_block(interface.push_constant_bytes, has_storage_formats(interface))}); "
+            "they must agree"
         )
-    supplied = set(range(1 + len(spec)))  # id 0 is VK_ADAM_ZERO_GRAD, supplied by the optimizer
+    if len(spec) > MAX_RULE_SPEC_CONSTANTS:
+        raise InvalidRuleError(
+            f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
+            f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
+        )
+    # id 0 is VK_ADAM_ZERO_GRAD and 16..21 the storage formats, supplied by the optimizer
+    supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & FORMAT_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
         declared = sorted(interface.spec_ids)
         raise InvalidRuleError(

@@ -36,16 +36,28 @@ ReferenceFn = Callable[
     None,
 ]
 
-#: Push constants are 4 + 4 * hyper_count bytes; Vulkan guarantees only 128 bytes on every device.
+#: Push constants are 8 + 4 * hyper_count bytes (4 + 4 * hyper_count for shaders built against
+#: the harness before storage formats); Vulkan guarantees only 128 bytes on every device.
 MAX_PUSH_CONSTANT_BYTES = 128
+#: Specialization-constant ids a rule's own constants may use (0 and 16.. are the harness's).
+MAX_RULE_SPEC_CONSTANTS = 15
 
 
 @dataclass(frozen=True)
 class StateBuffer:
-    """One per-element fp32 state buffer of a rule (e.g. Adam's ``exp_avg``)."""
+    """One per-element state buffer of a rule (e.g. Adam's ``exp_avg``).
+
+    The rule's shader always sees fp32 values; the optimizer's ``state_dtype`` decides how the
+    harness stores them. ``nonnegative``: the values are never below zero (Adam's second
+    moment), so 8-bit state uses the unsigned map, with twice the resolution. ``keep_fp32``:
+    the buffer stays fp32 whatever ``state_dtype`` says (for state that 8 or 16 bits would
+    break, e.g. an accumulator of tiny increments).
+    """
 
     name: str
     initial_value: float = 0.0
+    nonnegative: bool = False
+    keep_fp32: bool = False
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,16 @@ class ShaderInterface:
     status_bytes: int = 0
 
 
+#: Specialization-constant ids of the storage formats (vk_adam_rule.glsl, harness version 3).
+FORMAT_SPEC_IDS = frozenset(range(16, 22))
+
+
+def has_storage_formats(interface: ShaderInterface) -> bool:
+    """Whether a rule shader was built against the harness that stores 16-bit params and
+    compressed state (older plugins run with fp32 everything)."""
+    return FORMAT_SPEC_IDS <= interface.spec_ids
+
+
 def load_spirv(name_or_path: str | Path) -> bytes:
     """Return the SPIR-V of a built-in shader (by name) or of a ``.spv`` file (by path)."""
     path = Path(name_or_path)

@@ -132,6 +132,12 @@ class Runtime:
         """Every buffer made by :meth:`buffer` (and not yet freed)."""
         return list(self._buffers)
 
+    def buffer_bytes(self, tensor: Any) -> int:
+        """Bytes of a kp tensor's device buffer: every buffer vk-adam makes or accepts holds
+        4-byte words (float32, or uint32 words of packed 16- and 8-bit values); kp 0.9.0's
+        binding cannot report a tensor's data type."""
+        return 4 * int(tensor.size())
+
     def has_host_copy(self, tensor: Any) -> bool:
         """Whether a kp tensor has host-visible memory (``data()``): every type but storage."""
         return bool(tensor.tensor_type() != self.kp.TensorTypes.storage)

@@ -1,41 +1,71 @@
 // vk-adam update-rule harness: every rule shader (built-in or plugin) includes this file.
 //
-// The buffer interface, the same for every rule:
-//   binding 0          param   fp32, updated in place
-//   binding 1          grad    fp32, read (and zeroed when VK_ADAM_ZERO_GRAD is set)
-//   binding 2          status  { uint skip; float grad_scale; }: skip != 0 skips the step (the
-//                      non-finite check sets it); every gradient is multiplied by grad_scale
-//                      (1.0, or the global-norm clipping factor written on the device)
-//   binding 3 .. 3+K-1 the rule's K state buffers, fp32, in the order the rule declares them
-// Push constants: uint n (element count), then VK_ADAM_HYPER_COUNT floats (the rule's per-step
-// values, packed on the host in float64 and rounded once to float32).
-// Specialization constant 0 is VK_ADAM_ZERO_GRAD; a rule's own constants start at id 1.
+// A rule writes only its math, on fp32 values:
+//   void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS])
+// The harness loads, converts and stores everything around it, so every rule gets every
+// storage format (vk_adam/_formats.py is the host side) without changing its GLSL:
+//   params and gradients  fp32, or fp16 / bf16 packed two per 32-bit word; a 16-bit param either
+//                         has an fp32 master copy (the rule updates the master; the param is its
+//                         nearest-even rounding) or takes the update by stochastic rounding
+//   each state buffer     fp32, bf16 (nearest-even), or 8-bit blockwise: four codes per word into
+//                         a dynamic map (signed, or unsigned for non-negative state), one fp32
+//                         absmax per block of 256 values. The harness dequantizes before
+//                         vk_adam_update and quantizes after it with the block's new absmax.
+//
+// The buffer interface, the same for every rule (K = VK_ADAM_STATE_COUNT):
+//   binding 0              param (format above), updated in place
+//   binding 1              grad (the param's format), read; zeroed when VK_ADAM_ZERO_GRAD is set
+//   binding 2              status { uint skip; float grad_scale; }: skip != 0 skips the step (the
+//                          non-finite check sets it); every gradient is multiplied by grad_scale
+//                          (1.0, or the global-norm clipping factor written on the device)
+//   bindings 3 .. 3+K-1    the rule's K state buffers, in the order the rule declares them
+//   bindings 3+K .. 3+2K-1 the fp32 absmax per block of each 8-bit state buffer (else unused)
+//   binding 3+2K           the fp32 master copy of a 16-bit param (else unused)
+//   binding 4+2K           the quantization tables: signed map, its thresholds, unsigned map,
+//                          its thresholds (256 floats each)
+// Push constants: uint n (element count), VK_ADAM_HYPER_COUNT floats (the rule's per-step values,
+// packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
+// of the stochastic-rounding stream).
+// Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
+// 16..21 are the storage formats below.
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
-// After including, define
-//   void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS])
-// GLSL arithmetic is component-wise, so one vec4 function serves the vectorised body
-// and the scalar tail (n not a multiple of 4) alike.
+// GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
+// vec4 of a buffer whose length is not a multiple of 4 is read and written lane by lane.
 #ifndef VK_ADAM_STATE_COUNT
 #error "define VK_ADAM_STATE_COUNT before including vk_adam_rule.glsl"
 #endif
 #ifndef VK_ADAM_HYPER_COUNT
 #error "define VK_ADAM_HYPER_COUNT before including vk_adam_rule.glsl"
 #endif
+#if VK_ADAM_STATE_COUNT > 4
+#error "vk_adam_rule.glsl supports at most 4 state buffers"
+#endif
 #if VK_ADAM_STATE_COUNT > 0
 #define VK_ADAM_STATE_SLOTS VK_ADAM_STATE_COUNT
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
+#define VK_ADAM_HARNESS_VERSION 3
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const float VK_ADAM_ZERO_GRAD = 1.0;
+// Storage formats (uint bit patterns; _formats.py): param 0 fp32, 1 fp16, 2 bf16; mode 0 plain,
+// 1 fp32 master copy, 2 stochastic rounding; state 0 fp32, 1 bf16, 2 int8 signed, 3 unsigned.
+layout(constant_id = 16) const uint VK_ADAM_PARAM_FORMAT = 0u;
+layout(constant_id = 17) const uint VK_ADAM_PARAM_MODE = 0u;
+layout(constant_id = 18) const uint VK_ADAM_STATE0_FORMAT = 0u;
+layout(constant_id = 19) const uint VK_ADAM_STATE1_FORMAT = 0u;
+layout(constant_id = 20) const uint VK_ADAM_STATE2_FORMAT = 0u;
+layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
 
-// Each buffer is declared twice on one binding: as vec4 (16-byte loads for the body) and as
-// float (the last n % 4 elements, so buffers of any length work without padding).
+// Each buffer is declared under several views on one binding: vec4 (16-byte loads), float
+// (lane by lane), uvec2 (four 16-bit values), uint (four 8-bit codes).
 #define VK_ADAM_BUFFER(B, NAME) \
     layout(std430, set = 0, binding = B) buffer NAME##_vec4_block { vec4 NAME##_v4[]; }; \
-    layout(std430, set = 0, binding = B) buffer NAME##_float_block { float NAME##_f[]; };
+    layout(std430, set = 0, binding = B) buffer NAME##_float_block { float NAME##_f[]; }; \
+    layout(std430, set = 0, binding = B) buffer NAME##_uvec2_block { uvec2 NAME##_u2[]; }; \
+    layout(std430, set = 0, binding = B) buffer NAME##_uint_block { uint NAME##_u[]; };
 
 VK_ADAM_BUFFER(0, param)
 VK_ADAM_BUFFER(1, grad)
@@ -43,25 +73,15 @@ layout(std430, set = 0, binding = 2) readonly buffer status_block {
     uint vk_adam_skip_step;
     float vk_adam_grad_scale;
 };
-#if VK_ADAM_STATE_COUNT > 0
-VK_ADAM_BUFFER(3, state0)
-#endif
-#if VK_ADAM_STATE_COUNT > 1
-VK_ADAM_BUFFER(4, state1)
-#endif
-#if VK_ADAM_STATE_COUNT > 2
-VK_ADAM_BUFFER(5, state2)
-#endif
-#if VK_ADAM_STATE_COUNT > 3
-VK_ADAM_BUFFER(6, state3)
-#endif
-#if VK_ADAM_STATE_COUNT > 4
-#error "vk_adam_rule.glsl supports at most 4 state buffers"
-#endif
+VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
+layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
+    float vk_adam_qtable[];
+};
 
 layout(push_constant) uniform vk_adam_push_block {
     uint n;
     float hyper[VK_ADAM_HYPER_COUNT];
+    uint rng_key;
 } vk_adam_pc;
 
 // The rule's per-step value k (0-based), as packed by its push_constants().
@@ -69,84 +89,339 @@ layout(push_constant) uniform vk_adam_push_block {
 
 void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]);
 
-void main() {
-    if (vk_adam_skip_step != 0u) {
+// -- 16-bit conversions, bit-exact with NumPy / ml_dtypes (nearest-even) -----------------------
+
+#include "vk_adam_16bit.glsl"
+
+uint vk_adam_f16_nearest(float f) {
+    uint u = floatBitsToUint(f);
+    uint sign = (u >> 16) & 0x8000u;
+    uint a = u & 0x7FFFFFFFu;
+    if (a >= 0x47800000u) {  // >= 65536, inf or NaN
+        return sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+    }
+    if (a < 0x38800000u) {  // below 2^-14: a float16 subnormal (or zero)
+        if (a <= 0x33000000u) {  // at most 2^-25: rounds to zero (the tie goes to even 0)
+            return sign;
+        }
+        uint shift = 126u - (a >> 23);  // 14..24: significand bits below 2^-24
+        uint mant = (a & 0x7FFFFFu) | 0x800000u;
+        uint q = mant >> shift;
+        uint rem = mant & ((1u << shift) - 1u);
+        uint half_ulp = 1u << (shift - 1u);
+        if (rem > half_ulp || (rem == half_ulp && (q & 1u) != 0u)) {
+            q += 1u;
+        }
+        return sign | q;
+    }
+    a += 0xC8000FFFu + ((a >> 13) & 1u);  // exponent -112, then round to nearest even
+    return sign | (a >> 13);
+}
+
+uint vk_adam_f16_stochastic(float f, uint r) {
+    uint u = floatBitsToUint(f);
+    uint sign = (u >> 16) & 0x8000u;
+    uint a = u & 0x7FFFFFFFu;
+    if (a >= 0x7F800000u) {
+        return sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+    }
+    if (a < 0x00800000u) {
+        return sign;
+    }
+    int e = int(a >> 23) - 127;
+    uint mant = (a & 0x7FFFFFu) | 0x800000u;
+    uint drop = uint(clamp(13 + max(0, -14 - e), 13, 31));  // bits below the float16 ulp
+    uint kept = (mant + (r & ((1u << drop) - 1u))) >> drop;
+    uint h = e >= -14 ? (uint(e + 14) << 10) + kept : kept;
+    return sign | min(h, 0x7C00u);
+}
+
+uint vk_adam_bf16_nearest(float f) {
+    uint u = floatBitsToUint(f);
+    if ((u & 0x7F800000u) == 0x7F800000u) {  // inf, NaN (kept quiet)
+        return (u >> 16) | ((u & 0xFFFFu) != 0u ? 0x40u : 0u);
+    }
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+uint vk_adam_bf16_stochastic(float f, uint r) {
+    uint u = floatBitsToUint(f);
+    if ((u & 0x7F800000u) == 0x7F800000u) {
+        return u >> 16;
+    }
+    return (u + (r & 0xFFFFu)) >> 16;
+}
+
+vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
+    return vec4(vk_adam_16_to_f32(w.x & 0xFFFFu, fmt), vk_adam_16_to_f32(w.x >> 16, fmt),
+                vk_adam_16_to_f32(w.y & 0xFFFFu, fmt), vk_adam_16_to_f32(w.y >> 16, fmt));
+}
+
+uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
+    uvec4 h = fmt == 1u
+        ? uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z), vk_adam_f16_nearest(v.w))
+        : uvec4(vk_adam_bf16_nearest(v.x), vk_adam_bf16_nearest(v.y), vk_adam_bf16_nearest(v.z), vk_adam_bf16_nearest(v.w));
+    return uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
+}
+
+// The stochastic-rounding stream: a counter-based hash of (step key, element index).
+uint vk_adam_mix32(uint x) {
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    return x;
+}
+
+uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
+    uvec4 r;
+    for (uint l = 0u; l < 4u; l++) {
+        r[l] = vk_adam_mix32(vk_adam_pc.rng_key + (first + l) * 0x9E3779B9u);
+    }
+    uvec4 h = fmt == 1u
+        ? uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
+                vk_adam_f16_stochastic(v.z, r.z), vk_adam_f16_stochastic(v.w, r.w))
+        : uvec4(vk_adam_bf16_stochastic(v.x, r.x), vk_adam_bf16_stochastic(v.y, r.y),
+                vk_adam_bf16_stochastic(v.z, r.z), vk_adam_bf16_stochastic(v.w, r.w));
+    return uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
+}
+
+// -- 8-bit blockwise state --------------------------------------------------------------------
+
+shared float vk_adam_tables[1024];  // copied from binding 4+2K when any state is 8-bit
+shared uint vk_adam_block_max[2][4 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
+
+// The code of x (x = value / absmax) in the map starting at table offset `off`: the nearest
+// map value, i.e. the number of thresholds <= x. The first guess comes from the map's shape
+// (decade, then an even step within it); the two loops make the result exact, whatever the guess.
+uint vk_adam_quantize(float x, bool signed_map) {
+    uint off = signed_map ? 256u : 768u;  // the thresholds
+    float a = abs(x);
+    uint c;
+    if (a < 1e-7) {
+        c = signed_map ? 127u : 0u;
+    } else if (a >= 1.0) {
+        c = (signed_map && x < 0.0) ? 0u : 255u;
+    } else {
+        int i = clamp(int(floor(log2(a) * 0.30103)) + 6, 0, 6);
+        uint count = signed_map ? (1u << i) : (2u << i);
+        float t = (a * exp2(float(6 - i) * 3.3219281) - 0.1) * (float(count) / 0.9);
+        uint k = count - 1u + uint(clamp(t, 0.0, float(count - 1u)));
+        c = signed_map ? (x > 0.0 ? 128u + k : 126u - k) : k;
+    }
+    while (c < 255u && x >= vk_adam_tables[off + c]) {
+        c++;
+    }
+    while (c > 0u && x < vk_adam_tables[off + c - 1u]) {
+        c--;
+    }
+    return c;
+}
+
+vec4 vk_adam_dequantize4(uint w, float amax, bool signed_map) {
+    uint off = signed_map ? 0u : 512u;
+    return amax * vec4(vk_adam_tables[off + (w & 0xFFu)], vk_adam_tables[off + ((w >> 8) & 0xFFu)],
+                       vk_adam_tables[off + ((w >> 16) & 0xFFu)], vk_adam_tables[off + (w >> 24)]);
+}
+
+uint vk_adam_quantize4(vec4 s, float amax, bool signed_map) {
+    float inv = amax > 0.0 ? 1.0 / amax : 0.0;
+    return vk_adam_quantize(s.x * inv, signed_map) | (vk_adam_quantize(s.y * inv, signed_map) << 8)
+        | (vk_adam_quantize(s.z * inv, signed_map) << 16) | (vk_adam_quantize(s.w * inv, signed_map) << 24);
+}
+
+// -- one state buffer: its views, its absmax, load and store by format --------------------------
+
+#define VK_ADAM_STATE(K, FMT)                                                                      \
+    VK_ADAM_BUFFER(3 + K, state##K)                                                                \
+    layout(std430, set = 0, binding = 3 + VK_ADAM_STATE_COUNT + K) buffer absmax##K##_block {      \
+        float absmax##K[];                                                                         \
+    };                                                                                             \
+    vec4 vk_adam_load_state##K(uint i) {                                                           \
+        if (FMT == 0u) return state##K##_v4[i];                                                    \
+        if (FMT == 1u) return vk_adam_unpack4(state##K##_u2[i], 2u);                               \
+        return vk_adam_dequantize4(state##K##_u[i], absmax##K[i >> 6], FMT == 2u);                 \
+    }                                                                                              \
+    void vk_adam_store_state##K(uint i, vec4 s, float amax, bool block_leader) {                   \
+        if (FMT == 0u) {                                                                           \
+            state##K##_v4[i] = s;                                                                  \
+        } else if (FMT == 1u) {                                                                    \
+            state##K##_u2[i] = vk_adam_pack4_nearest(s, 2u);                                       \
+        } else {                                                                                   \
+            state##K##_u[i] = vk_adam_quantize4(s, amax, FMT == 2u);                               \
+            if (block_leader) absmax##K[i >> 6] = amax;                                            \
+        }                                                                                          \
+    }
+
+#if VK_ADAM_STATE_COUNT > 0
+VK_ADAM_STATE(0, VK_ADAM_STATE0_FORMAT)
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+VK_ADAM_STATE(1, VK_ADAM_STATE1_FORMAT)
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+VK_ADAM_STATE(2, VK_ADAM_STATE2_FORMAT)
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+VK_ADAM_STATE(3, VK_ADAM_STATE3_FORMAT)
+#endif
+
+uint vk_adam_state_format(uint k) {
+    return k == 0u ? VK_ADAM_STATE0_FORMAT
+        : k == 1u ? VK_ADAM_STATE1_FORMAT
+        : k == 2u ? VK_ADAM_STATE2_FORMAT : VK_ADAM_STATE3_FORMAT;
+}
+
+// -- params and gradients -----------------------------------------------------------------------
+
+// fp32 param and grad buffers may be the application's, exactly n floats long: the last,
+// partial vec4 goes lane by lane. Every other buffer is vk-adam's and padded to whole vec4s.
+vec4 vk_adam_load_param(uint i, uint n) {
+    if (VK_ADAM_PARAM_MODE == 1u) {
+        // The master copy, except where the 16-bit param is no longer its rounding: there the
+        // param was changed since the last step (by the application, or a loaded checkpoint)
+        // and that value wins.
+        vec4 m = master_v4[i];
+        uvec2 w = param_u2[i];
+        uvec2 r = vk_adam_pack4_nearest(m, VK_ADAM_PARAM_FORMAT);
+        if (w != r) {
+            vec4 q = vk_adam_unpack4(w, VK_ADAM_PARAM_FORMAT);
+            uvec4 hw = uvec4(w.x & 0xFFFFu, w.x >> 16, w.y & 0xFFFFu, w.y >> 16);
+            uvec4 hr = uvec4(r.x & 0xFFFFu, r.x >> 16, r.y & 0xFFFFu, r.y >> 16);
+            for (uint l = 0u; l < 4u; l++) {
+                if (hw[l] != hr[l]) m[l] = q[l];
+            }
+        }
+        return m;
+    }
+    if (VK_ADAM_PARAM_FORMAT != 0u) return vk_adam_unpack4(param_u2[i], VK_ADAM_PARAM_FORMAT);
+    if (4u * i + 4u <= n) return param_v4[i];
+    vec4 v = vec4(0.0);
+    for (uint l = 0u; 4u * i + l < n; l++) v[l] = param_f[4u * i + l];
+    return v;
+}
+
+void vk_adam_store_param(uint i, uint n, vec4 p) {
+    if (VK_ADAM_PARAM_FORMAT == 0u) {
+        if (4u * i + 4u <= n) {
+            param_v4[i] = p;
+        } else {
+            for (uint l = 0u; 4u * i + l < n; l++) param_f[4u * i + l] = p[l];
+        }
         return;
     }
-    const uint n = vk_adam_pc.n;
-    const uint n_vec4 = n >> 2;
-    // Grid-stride loop: the host caps the workgroup count (maxComputeWorkGroupCount[0] is
-    // 65535 on many drivers), so any n up to 2^31 is covered by one dispatch.
-    const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    const uint first = gl_GlobalInvocationID.x;
-    for (uint i = first; i < n_vec4; i += stride) {
-        vec4 p = param_v4[i];
-        vec4 s[VK_ADAM_STATE_SLOTS];
-        s[0] = vec4(0.0);
-#if VK_ADAM_STATE_COUNT > 0
-        s[0] = state0_v4[i];
-#endif
-#if VK_ADAM_STATE_COUNT > 1
-        s[1] = state1_v4[i];
-#endif
-#if VK_ADAM_STATE_COUNT > 2
-        s[2] = state2_v4[i];
-#endif
-#if VK_ADAM_STATE_COUNT > 3
-        s[3] = state3_v4[i];
-#endif
-        vk_adam_update(p, grad_v4[i] * vk_adam_grad_scale, s);
-        param_v4[i] = p;
-        if (VK_ADAM_ZERO_GRAD != 0.0) {
-            grad_v4[i] = vec4(0.0);
-        }
-#if VK_ADAM_STATE_COUNT > 0
-        state0_v4[i] = s[0];
-#endif
-#if VK_ADAM_STATE_COUNT > 1
-        state1_v4[i] = s[1];
-#endif
-#if VK_ADAM_STATE_COUNT > 2
-        state2_v4[i] = s[2];
-#endif
-#if VK_ADAM_STATE_COUNT > 3
-        state3_v4[i] = s[3];
-#endif
+    if (VK_ADAM_PARAM_MODE == 1u) master_v4[i] = p;
+    param_u2[i] = VK_ADAM_PARAM_MODE == 2u ? vk_adam_pack4_stochastic(p, VK_ADAM_PARAM_FORMAT, 4u * i)
+                                           : vk_adam_pack4_nearest(p, VK_ADAM_PARAM_FORMAT);
+}
+
+vec4 vk_adam_load_grad(uint i, uint n) {
+    if (VK_ADAM_PARAM_FORMAT != 0u) return vk_adam_unpack4(grad_u2[i], VK_ADAM_PARAM_FORMAT);
+    if (4u * i + 4u <= n) return grad_v4[i];
+    vec4 v = vec4(0.0);
+    for (uint l = 0u; 4u * i + l < n; l++) v[l] = grad_f[4u * i + l];
+    return v;
+}
+
+void vk_adam_zero_grad(uint i, uint n) {
+    if (VK_ADAM_PARAM_FORMAT != 0u) {
+        grad_u2[i] = uvec2(0u);
+    } else if (4u * i + 4u <= n) {
+        grad_v4[i] = vec4(0.0);
+    } else {
+        for (uint l = 0u; 4u * i + l < n; l++) grad_f[4u * i + l] = 0.0;
     }
-    // Scalar tail: the last n % 4 elements, one per invocation of the first workgroup.
-    if (first < (n & 3u)) {
-        const uint j = (n_vec4 << 2) + first;
-        vec4 p = vec4(param_f[j]);
+}
+
+// The largest |lane| over the lanes that hold elements (< n), as ordered uint bits.
+uint vk_adam_abs_max_bits(vec4 s, uint i, uint n) {
+    vec4 a = abs(s);
+    float m = 0.0;
+    for (uint l = 0u; l < 4u; l++) {
+        if (4u * i + l < n) m = max(m, a[l]);
+    }
+    return floatBitsToUint(m);
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    bool any_int8 = false;
+    for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
+        any_int8 = any_int8 || vk_adam_state_format(k) >= 2u;
+    }
+    if (any_int8) {  // the same for every invocation: a specialization-constant condition
+        for (uint k = lid; k < 1024u; k += 256u) vk_adam_tables[k] = vk_adam_qtable[k];
+        barrier();
+    }
+    if (vk_adam_skip_step != 0u) {
+        return;  // every invocation reads the same flag: no barrier below is left half-reached
+    }
+    const uint n = vk_adam_pc.n;
+    const uint n_vec4 = (n + 3u) >> 2;
+    // Grid-stride loop over workgroup-sized tiles (the host caps the workgroup count;
+    // maxComputeWorkGroupCount[0] is 65535 on many drivers). The trip count is the same for the
+    // whole workgroup, so the 8-bit path can use barriers; one tile = 1024 elements = 4 blocks.
+    const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint bank = 0u;
+    for (uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x; base < n_vec4; base += stride) {
+        const uint i = base + lid;
+        const bool in_range = i < n_vec4;
+        vec4 p = vec4(0.0);
         vec4 s[VK_ADAM_STATE_SLOTS];
         s[0] = vec4(0.0);
+        if (in_range) {
 #if VK_ADAM_STATE_COUNT > 0
-        s[0] = vec4(state0_f[j]);
+            s[0] = vk_adam_load_state0(i);
 #endif
 #if VK_ADAM_STATE_COUNT > 1
-        s[1] = vec4(state1_f[j]);
+            s[1] = vk_adam_load_state1(i);
 #endif
 #if VK_ADAM_STATE_COUNT > 2
-        s[2] = vec4(state2_f[j]);
+            s[2] = vk_adam_load_state2(i);
 #endif
 #if VK_ADAM_STATE_COUNT > 3
-        s[3] = vec4(state3_f[j]);
+            s[3] = vk_adam_load_state3(i);
 #endif
-        vk_adam_update(p, vec4(grad_f[j] * vk_adam_grad_scale), s);
-        param_f[j] = p.x;
-        if (VK_ADAM_ZERO_GRAD != 0.0) {
-            grad_f[j] = 0.0;
+            p = vk_adam_load_param(i, n);
+            vk_adam_update(p, vk_adam_load_grad(i, n) * vk_adam_grad_scale, s);
         }
+        // 8-bit state: the absmax of each block of 256 updated values (64 invocations). The
+        // banks alternate between tiles, so resetting the next tile's bank cannot race with
+        // reads of this one (every invocation passes this tile's barriers before that).
+        vec4 amax = vec4(0.0);
+        if (any_int8) {
+            if (lid < uint(4 * VK_ADAM_STATE_SLOTS)) vk_adam_block_max[bank][lid] = 0u;
+            barrier();
+            for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
+                if (in_range && vk_adam_state_format(k) >= 2u) {
+                    atomicMax(vk_adam_block_max[bank][4u * k + (lid >> 6)], vk_adam_abs_max_bits(s[k], i, n));
+                }
+            }
+            barrier();
+            for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
+                amax[k] = uintBitsToFloat(vk_adam_block_max[bank][4u * k + (lid >> 6)]);
+            }
+            bank ^= 1u;
+        }
+        if (in_range) {
+            const bool leader = (lid & 63u) == 0u;
 #if VK_ADAM_STATE_COUNT > 0
-        state0_f[j] = s[0].x;
+            vk_adam_store_state0(i, s[0], amax[0], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 1
-        state1_f[j] = s[1].x;
+            vk_adam_store_state1(i, s[1], amax[1], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 2
-        state2_f[j] = s[2].x;
+            vk_adam_store_state2(i, s[2], amax[2], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 3
-        state3_f[j] = s[3].x;
+            vk_adam_store_state3(i, s[3], amax[3], leader);
 #endif
+            vk_adam_store_param(i, n, p);
+            if (VK_ADAM_ZERO_GRAD != 0.0) {
+                vk_adam_zero_grad(i, n);
+            }
+        }
     }
 }

@@ -1,0 +1,211 @@
+"""Storage formats of params, gradients and optimizer state: pure NumPy, no Vulkan device.
+
+The shader harness (``vk_adam/include/vk_adam_rule.glsl``) stores values in these formats and
+this module is their host side: the names users pass, the 8-bit dynamic quantization map, the
+rounding (nearest-even and stochastic) and the random stream, written so that the float64
+reference (``vk_adam.testing``) applies *exactly* the same quantization and rounding as the GPU.
+
+* Params and gradients: ``float32``, ``float16`` (NumPy's) or ``bfloat16`` (``ml_dtypes``, the
+  dtype JAX uses). 16-bit values are packed two per 32-bit word on the device. A 16-bit param
+  either keeps an fp32 master copy on the device (default) or takes each update by stochastic
+  rounding (no master copy), with random bits from a counter-based hash of (seed, buffer, step,
+  element): the same seed and step give the same bits, so a resumed run is bit-identical.
+* State: ``float32``; ``bfloat16`` (nearest-even); ``int8-blockwise`` (Dettmers et al., "8-bit
+  Optimizers via Block-wise Quantization"): blocks of :data:`BLOCK` values, one fp32 absmax per
+  block, codes into a dynamic map (signed, or unsigned for state a rule declares non-negative,
+  such as Adam's second moment). Buffers under :data:`INT8_MIN_ELEMENTS` elements keep fp32
+  state, as bitsandbytes does for small tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "BLOCK",
+    "INT8_MIN_ELEMENTS",
+    "PARAM_DTYPES",
+    "STATE_DTYPES",
+    "dynamic_map",
+    "thresholds",
+]
+
+F32 = npt.NDArray[np.float32]
+U32 = npt.NDArray[np.uint32]
+
+PARAM_DTYPES = ("float32", "float16", "bfloat16")
+STATE_DTYPES = ("float32", "bfloat16", "int8-blockwise")
+#: Values per quantization block (one fp32 absmax each).
+BLOCK = 256
+#: Buffers with fewer elements keep fp32 state under ``int8-blockwise`` (bitsandbytes' default).
+INT8_MIN_ELEMENTS = 4096
+
+BFLOAT16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": BFLOAT16,
+}
+
+# Specialization-constant values the harness reads (glsl: VK_ADAM_PARAM_FORMAT etc.).
+PARAM_FORMAT = {"float32": 0, "float16": 1, "bfloat16": 2}
+MODE_PLAIN, MODE_MASTER, MODE_STOCHASTIC = 0, 1, 2
+STATE_F32, STATE_BF16, STATE_INT8_SIGNED, STATE_INT8_UNSIGNED = 0, 1, 2, 3
+
+
+def dtype_name(dtype: Any) -> str | None:
+    """``"float32"``, ``"float16"`` or ``"bfloat16"`` for a param dtype vk-adam stores, else None."""
+    dt = np.dtype(dtype)
+    for name, known in NUMPY_DTYPES.items():
+        if dt == known:
+            return name
+    return None
+
+
+def bytes_per_element(name: str) -> int:
+    return 4 if name == "float32" else 2
+
+
+# -- the dynamic map -------------------------------------------------------------------------
+
+
+def dynamic_map(signed: bool) -> F32:
+    """The 256 values of the 8-bit dynamic (tree) quantization map, ascending, in [-1, 1].
+
+    Dettmers' construction, as bitsandbytes' ``create_dynamic_map(signed, 7, 8)``: decade ``i``
+    (0..6) holds ``2**i`` (signed, per sign) or ``2**(i+1)`` (unsigned) values at the centres of
+    equal steps over ``[0.1, 1] * 10**(i-6)``, plus 0 and 1. Codes are indices into this table.
+    """
+    values: list[float] = [0.0, 1.0]
+    for i in range(7):
+        n = 2**i if signed else 2 ** (i + 1)
+        edges = np.linspace(0.1, 1.0, n + 1)
+        means = (edges[:-1] + edges[1:]) / 2.0 * 10.0 ** (i - 6)
+        values += means.tolist()
+        if signed:
+            values += (-means).tolist()
+    assert len(values) == 256
+    return np.asarray(sorted(values), np.float64).astype(np.float32)
+
+
+def thresholds(table: F32) -> F32:
+    """Decision thresholds of a map: ``t[k]`` between codes ``k`` and ``k+1`` (255 of them,
+    padded with +inf to 256). A value ``x`` gets the code ``#{k: x >= t[k]}`` (nearest value)."""
+    t = ((table[:-1].astype(np.float64) + table[1:].astype(np.float64)) / 2.0).astype(np.float32)
+    return np.append(t, np.float32(np.inf))
+
+
+_MAPS = {True: dynamic_map(True), False: dynamic_map(False)}
+_THRESHOLDS = {k: thresholds(v) for k, v in _MAPS.items()}
+
+
+def quant_tables() -> F32:
+    """The table buffer the harness reads: signed map, signed thresholds, unsigned map,
+    unsigned thresholds (256 floats each)."""
+    return np.concatenate([_MAPS[True], _THRESHOLDS[True], _MAPS[False], _THRESHOLDS[False]])
+
+
+def zero_code(signed: bool) -> int:
+    return int(np.flatnonzero(_MAPS[signed] == 0.0)[0])
+
+
+def quantize_blockwise(values: npt.NDArray[Any], signed: bool) -> tuple[npt.NDArray[np.uint8], F32]:
+    """Codes and per-block absmax of ``values`` (a flat array; its length a multiple of BLOCK
+    or padded here with zeros): the float64 emulation of the harness's quantizer."""
+    x = np.asarray(values, np.float64).reshape(-1)
+    blocks = -(-x.size // BLOCK)
+    padded = np.zeros(blocks * BLOCK)
+    padded[: x.size] = x
+    padded = padded.reshape(blocks, BLOCK)
+    absmax = np.abs(padded).max(axis=1).astype(np.float32)
+    scale = np.where(absmax > 0, absmax.astype(np.float64), 1.0)[:, None]
+    normed = padded / scale
+    codes = np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right")
+    return codes.reshape(-1)[: x.size].astype(np.uint8), absmax
+
+
+def dequantize_blockwise(codes: npt.NDArray[np.uint8], absmax: F32, signed: bool) -> npt.NDArray[np.float64]:
+    """Values of ``codes`` (flat) with their blocks' absmax, in float64."""
+    c = np.asarray(codes).reshape(-1)
+    scale = np.repeat(np.asarray(absmax, np.float64), BLOCK)[: c.size]
+    return _MAPS[signed][c].astype(np.float64) * scale
+
+
+# -- rounding to 16 bits, nearest-even and stochastic -------------------------------------------
+
+
+def _mix32(x: U32) -> U32:
+    """A 32-bit integer hash (lowbias32); the shader's ``vk_adam_mix32``."""
+    x = np.asarray(x, np.uint32).copy()
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint32(16)
+        x *= np.uint32(0x7FEB352D)
+        x ^= x >> np.uint32(15)
+        x *= np.uint32(0x846CA68B)
+        x ^= x >> np.uint32(16)
+    return x
+
+
+def step_key(seed: int, buffer_index: int, step: int) -> int:
+    """The per-step key of one buffer's random stream (a push constant)."""
+    k = _mix32(np.uint32(seed & 0xFFFFFFFF))
+    k = _mix32(k ^ np.uint32(buffer_index & 0xFFFFFFFF))
+    with np.errstate(over="ignore"):
+        k = _mix32(k + np.uint32(step & 0xFFFFFFFF))
+    return int(k)
+
+
+def random_bits(key: int, count: int) -> U32:
+    """32 random bits for elements ``0..count-1`` of a buffer at one step (``step_key``)."""
+    index = np.arange(count, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        return _mix32(index * np.uint32(0x9E3779B9) + np.uint32(key))
+
+
+def round_to(values: npt.NDArray[Any], name: str, bits: U32 | None = None) -> npt.NDArray[Any]:
+    """``values`` (float32-rounded first, as the shader computes in float32) in format ``name``:
+    nearest-even when ``bits`` is None, else stochastic rounding with these random bits."""
+    f = np.asarray(values, np.float32)
+    if name == "float32":
+        return f.copy()
+    if bits is None:
+        return f.astype(NUMPY_DTYPES[name])
+    u = f.view(np.uint32).astype(np.uint64)
+    r = np.asarray(bits, np.uint64)
+    if name == "bfloat16":
+        finite = (u & 0x7F800000) != 0x7F800000
+        out = np.where(finite, ((u + (r & 0xFFFF)) >> 16) & 0xFFFF, u >> 16)
+        return out.astype(np.uint16).view(BFLOAT16)
+    return _f16_stochastic(u, r).view(np.float16)
+
+
+def _f16_stochastic(u: npt.NDArray[np.uint64], r: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+    """Stochastic rounding of float32 bit patterns to float16 (the shader's
+    ``vk_adam_f16_stochastic``): add random bits below the float16 ulp, then truncate."""
+    u64, r64 = u.astype(np.int64), r.astype(np.int64)
+    sign = (u64 >> 16) & 0x8000
+    a = u64 & 0x7FFFFFFF
+    exp = (a >> 23) - 127
+    mant = (a & 0x7FFFFF) | 0x800000
+    # bits of the 24-bit significand below the float16 ulp: 13 for normals, more below 2^-14
+    drop = np.clip(13 + np.maximum(0, -14 - exp), 13, 31)
+    kept = (mant + (r64 & ((1 << drop) - 1))) >> drop  # significand (or subnormal count)
+    # normals: ((exp + 15) << 10) + significand without its hidden bit; a carry moves the exponent
+    h = np.where(exp >= -14, ((exp + 14) << 10) + kept, kept)
+    h = np.minimum(h, 0x7C00)  # overflow: infinity
+    h = np.where(a >= 0x7F800000, np.where(a > 0x7F800000, 0x7E00, 0x7C00), h)  # inf, NaN
+    h = np.where(a < 0x00800000, 0, h)  # zero and float32 subnormals (GPUs may flush them)
+    return (sign | h).astype(np.uint16)
+
+
+# -- packing: 16-bit values two per 32-bit word, 8-bit codes four per word -----------------------
+
+
+def words_for(n: int, name: str) -> int:
+    """32-bit words that hold ``n`` values of ``name`` (padded to whole vec4 groups)."""
+    n4 = -(-n // 4) * 4
+    return n4 if name == "float32" else n4 // 2

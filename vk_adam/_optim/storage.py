@@ -1,0 +1,158 @@
+"""How a buffer set stores its params, gradients and state on the device: the formats chosen
+for a group, the buffers' lengths and initial contents, and the conversions between the
+device words and host values (state dicts, checkpoints). Pure NumPy; the formats themselves
+are defined in ``vk_adam._formats`` and applied on the GPU by the shader harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _formats as fmt
+from .._rules.rule import StateBuffer
+
+Array = npt.NDArray[Any]
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class GroupFormat:
+    """The storage of one buffer set: param (and gradient) dtype, how 16-bit params take an
+    update, and each state buffer's format (``_formats.STATE_*``, in the rule's order)."""
+
+    param: str = "float32"
+    mode: int = fmt.MODE_PLAIN
+    state: tuple[int, ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self.param == "float32" and all(s == fmt.STATE_F32 for s in self.state)
+
+    @property
+    def quantized(self) -> bool:
+        return any(s >= fmt.STATE_INT8_SIGNED for s in self.state)
+
+    @property
+    def has_master(self) -> bool:
+        return self.mode == fmt.MODE_MASTER
+
+    def spec(self) -> tuple[float, ...]:
+        """Specialization constants 16..21 (uint bit patterns carried in float32 words)."""
+        words = [fmt.PARAM_FORMAT[self.param], self.mode, *self.state]
+        words += [fmt.STATE_F32] * (6 - len(words))
+        return tuple(float(x) for x in np.array(words, np.uint32).view(np.float32))
+
+
+def group_format(
+    state: Sequence[StateBuffer], param_dtype: str, state_dtype: str, stochastic: bool, n: int
+) -> GroupFormat:
+    """The formats of a buffer set of ``n`` elements: ``state_dtype`` for every state buffer the
+    rule lets be compressed (8-bit only from ``INT8_MIN_ELEMENTS`` elements)."""
+    formats = []
+    for s in state:
+        if s.keep_fp32 or state_dtype == "float32":
+            formats.append(fmt.STATE_F32)
+        elif state_dtype == "bfloat16":
+            formats.append(fmt.STATE_BF16)
+        elif n < fmt.INT8_MIN_ELEMENTS:
+            formats.append(fmt.STATE_F32)
+        else:
+            formats.append(fmt.STATE_INT8_UNSIGNED if s.nonnegative else fmt.STATE_INT8_SIGNED)
+    if param_dtype == "float32":
+        mode = fmt.MODE_PLAIN
+    else:
+        mode = fmt.MODE_STOCHASTIC if stochastic else fmt.MODE_MASTER
+    return GroupFormat(param_dtype, mode, tuple(formats))
+
+
+def is_signed(code: int) -> bool:
+    return code == fmt.STATE_INT8_SIGNED
+
+
+STATE_DTYPE_OF = {
+    fmt.STATE_F32: "float32",
+    fmt.STATE_BF16: "bfloat16",
+    fmt.STATE_INT8_SIGNED: "int8-blockwise",
+    fmt.STATE_INT8_UNSIGNED: "int8-blockwise",
+}
+
+
+# -- buffer contents -----------------------------------------------------------------------------
+
+
+def value_words(values: Array, name: str) -> npt.NDArray[Any]:
+    """Values (flat) as the words of a ``name`` buffer, padded to whole vec4 groups: float32
+    words, or uint32 words holding two 16-bit values each."""
+    n4 = fmt.words_for(values.size, "float32")
+    if name == "float32":
+        out = np.zeros(n4, np.float32)
+        out[: values.size] = values
+        return out
+    half = np.zeros(n4, fmt.NUMPY_DTYPES[name])
+    half[: values.size] = np.asarray(values).astype(fmt.NUMPY_DTYPES[name])
+    return half.view(np.uint32)
+
+
+def typed_view(words: Array, name: str) -> Array:
+    """A buffer's words (kp ``data()``) viewed as ``name`` values."""
+    return words if name == "float32" else words.view(fmt.NUMPY_DTYPES[name])
+
+
+def blocks(n: int) -> int:
+    return max(1, -(-n // fmt.BLOCK))
+
+
+def state_buffers(code: int, values: Array) -> tuple[Array, F32 | None]:
+    """The device words of one state buffer holding ``values`` (flat, float), and its absmax
+    per block for 8-bit state (else None)."""
+    if code == fmt.STATE_F32:
+        return value_words(np.asarray(values, np.float32), "float32"), None
+    if code == fmt.STATE_BF16:
+        return value_words(np.asarray(values, np.float32), "bfloat16"), None
+    codes, absmax = quantize(values, is_signed(code))
+    return codes.view(np.uint32), absmax
+
+
+def quantize(values: Array, signed: bool) -> tuple[npt.NDArray[np.uint8], F32]:
+    """Codes (padded to whole blocks) and absmax per block of ``values``."""
+    n = np.asarray(values).size
+    padded = np.zeros(blocks(n) * fmt.BLOCK, np.float64)
+    padded[:n] = np.asarray(values, np.float64).reshape(-1)
+    codes, absmax = fmt.quantize_blockwise(padded, signed)
+    return codes, absmax
+
+
+def initial_state(code: int, s: StateBuffer, n: int) -> tuple[Array, F32 | None]:
+    return state_buffers(code, np.full(n, s.initial_value, np.float32))
+
+
+def decode_state(code: int, words: Array, absmax: F32 | None, offset: int, size: int) -> F32:
+    """Float32 values of elements ``offset .. offset+size`` of a state buffer."""
+    if code == fmt.STATE_F32:
+        return np.array(words[offset : offset + size], np.float32)
+    if code == fmt.STATE_BF16:
+        return words.view(fmt.BFLOAT16)[offset : offset + size].astype(np.float32)
+    assert absmax is not None
+    codes = words.view(np.uint8)[offset : offset + size]
+    first = offset // fmt.BLOCK
+    scale = absmax[first : first + blocks(size)]
+    return fmt.dequantize_blockwise(codes, scale, is_signed(code)).astype(np.float32)
+
+
+def native_state(
+    code: int, words: Array, absmax: F32 | None, offset: int, size: int
+) -> tuple[Array, F32 | None]:
+    """A state buffer's elements as stored: float32, bfloat16, or uint8 codes with their
+    blocks' absmax (bit-exact copies)."""
+    if code == fmt.STATE_F32:
+        return np.array(words[offset : offset + size], np.float32), None
+    if code == fmt.STATE_BF16:
+        return words.view(fmt.BFLOAT16)[offset : offset + size].copy(), None
+    assert absmax is not None
+    first = offset // fmt.BLOCK
+    return words.view(np.uint8)[offset : offset + size].copy(), absmax[first : first + blocks(size)].copy()
