@@ -63,6 +63,7 @@ class _Shape:
     def __init__(self, shapes, host_mode=True):
         self.slots = [ParamSlot(0, 0, int(np.prod(s)), s, None) for s in shapes]
         self.host_mode = host_mode
+        self.param_dtype = "float32"
 
 
 def test_gradients_are_checked_before_anything_is_written():

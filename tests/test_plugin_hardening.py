@@ -137,7 +137,7 @@ def _sgd_without_state() -> UpdateRule:
 
 
 def test_10_check_rule_object_refuses_fewer_state_buffers_than_the_shader_binds():
-    with pytest.raises(ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3\]") as err:
+    with pytest.raises(ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3, 4, 5, 6\]") as err:
         _checks.check_rule_object(_sgd_without_state())
     assert isinstance(err.value, vk_adam.RuleRegistrationError)
     assert "0 state buffer(s)" in str(err.value)
@@ -212,7 +212,7 @@ def test_10_optimizer_runs_check_rule_object_end_to_end():
     assert result.returncode == 0, f"child died (rc={result.returncode}): {result.stderr[-2000:]}"
     assert "GOOD RULE STEPPED [0.5, 0.5, 0.5, 0.5]" in result.stdout, result.stdout
     assert "REFUSED:" in result.stdout, f"the bad rule object was not refused: {result.stdout}"
-    assert "'sgd'" in result.stdout and "binds [0, 1, 2, 3]" in result.stdout
+    assert "'sgd'" in result.stdout and "binds [0, 1, 2, 3, 4, 5, 6]" in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def test_11_hyper_count_too_low_names_the_shader_count_and_the_declared_count():
         registry = _registry.load_registry(entry_points=False, extra_plugins=[plugin_module("p", rule)])
     assert "low_count" not in registry.rules
     (message,) = [str(w.message) for w in record if "low_count" in str(w.message)]
-    assert "the shader's push-constant block is 28 bytes (uint n + 6 floats)" in message
+    assert "the shader's push-constant block is 32 bytes (uint n + 6 floats + uint rng_key)" in message
     assert "the variant declares hyper_count=5" in message
     with pytest.raises(ValueError, match=r"uint n \+ 6 floats.*declares hyper_count=5"):
         _checks.check_rule_object(rule)

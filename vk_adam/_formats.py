@@ -118,14 +118,22 @@ def quantize_blockwise(values: npt.NDArray[Any], signed: bool) -> tuple[npt.NDAr
     or padded here with zeros): the float64 emulation of the harness's quantizer."""
     x = np.asarray(values, np.float64).reshape(-1)
     blocks = -(-x.size // BLOCK)
-    padded = np.zeros(blocks * BLOCK)
-    padded[: x.size] = x
-    padded = padded.reshape(blocks, BLOCK)
+    flat = np.zeros(blocks * BLOCK)
+    flat[: x.size] = x
+    padded = flat.reshape(blocks, BLOCK)
     absmax = np.abs(padded).max(axis=1).astype(np.float32)
     scale = np.where(absmax > 0, absmax.astype(np.float64), 1.0)[:, None]
     normed = padded / scale
     codes = np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right")
     return codes.reshape(-1)[: x.size].astype(np.uint8), absmax
+
+
+def codes_for(values: npt.NDArray[Any], absmax: F32, signed: bool) -> npt.NDArray[np.uint8]:
+    """The codes of ``values`` (flat) given their blocks' absmax (no new maxima)."""
+    x = np.asarray(values, np.float64).reshape(-1)
+    scale = np.repeat(np.asarray(absmax, np.float64), BLOCK)[: x.size]
+    normed = x / np.where(scale > 0, scale, 1.0)
+    return np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right").astype(np.uint8)
 
 
 def dequantize_blockwise(codes: npt.NDArray[np.uint8], absmax: F32, signed: bool) -> npt.NDArray[np.float64]:
@@ -138,9 +146,9 @@ def dequantize_blockwise(codes: npt.NDArray[np.uint8], absmax: F32, signed: bool
 # -- rounding to 16 bits, nearest-even and stochastic -------------------------------------------
 
 
-def _mix32(x: U32) -> U32:
+def _mix32(value: Any) -> U32:
     """A 32-bit integer hash (lowbias32); the shader's ``vk_adam_mix32``."""
-    x = np.asarray(x, np.uint32).copy()
+    x: U32 = np.array(value, np.uint32, ndmin=1)
     with np.errstate(over="ignore"):
         x ^= x >> np.uint32(16)
         x *= np.uint32(0x7FEB352D)
@@ -152,11 +160,11 @@ def _mix32(x: U32) -> U32:
 
 def step_key(seed: int, buffer_index: int, step: int) -> int:
     """The per-step key of one buffer's random stream (a push constant)."""
-    k = _mix32(np.uint32(seed & 0xFFFFFFFF))
+    k = _mix32(seed & 0xFFFFFFFF)
     k = _mix32(k ^ np.uint32(buffer_index & 0xFFFFFFFF))
     with np.errstate(over="ignore"):
         k = _mix32(k + np.uint32(step & 0xFFFFFFFF))
-    return int(k)
+    return int(k[0])
 
 
 def random_bits(key: int, count: int) -> U32:

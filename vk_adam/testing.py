@@ -18,11 +18,29 @@ from typing import Any
 
 import numpy as np
 
+from . import _formats as fmt
+from ._optim.emulation import FormatReference
 from ._optim.optimizer import Optimizer
+from ._optim.storage import group_format
 from ._rules.checks import check_rule_object
 from ._rules.rule import UpdateRule, variant_settings
 
-__all__ = ["ConformanceReport", "RuleConformanceError", "check_rule"]
+__all__ = ["FORMAT_CASES", "ConformanceReport", "FormatReference", "RuleConformanceError", "check_rule"]
+
+#: The storage formats :func:`check_rule` runs each rule under, beyond float32 everything:
+#: (param dtype, stochastic rounding, state dtype). Together they cover every state format,
+#: both 16-bit param dtypes and both ways a 16-bit param takes an update.
+FORMAT_CASES: tuple[tuple[str, bool, str], ...] = (
+    ("float32", False, "bfloat16"),
+    ("float32", False, "int8-blockwise"),
+    ("bfloat16", False, "float32"),
+    ("float16", False, "int8-blockwise"),
+    ("bfloat16", True, "int8-blockwise"),
+    ("float16", True, "bfloat16"),
+)
+#: Elements per format check: over INT8_MIN_ELEMENTS (so 8-bit state is used), with a partial
+#: last block.
+FORMAT_CHECK_SIZE = 4 * fmt.BLOCK * 4 + 103
 
 
 class RuleConformanceError(AssertionError):
@@ -63,6 +81,7 @@ def check_rule(
     rtol: float = 2e-6,
     allowed_mismatch_fraction: float = 1e-3,
     seed: int | None = None,
+    formats: Iterable[tuple[str, bool, str]] = FORMAT_CASES,
 ) -> ConformanceReport:
     """Run ``rule``'s shader against its reference on random inputs; raise on disagreement.
 
@@ -76,6 +95,16 @@ def check_rule(
     ``allowed_mismatch_fraction`` of the elements (at least one) may differ for that reason.
     Also checks that the shader honours the skip flag (binding 2), the registration rules,
     and that ``reference`` does not modify ``grad`` (it gets a read-only array).
+
+    Then, for each storage format of ``formats`` (default :data:`FORMAT_CASES`: every state
+    format, fp16 and bf16 params with a master copy and with stochastic rounding), the same
+    one-step checks against :class:`FormatReference`, the reference with the harness's exact
+    quantization and rounding. A stored 16-bit value or 8-bit code equals the reference's,
+    except where the reference's float64 value lies within ``rtol`` (of the buffer's scale) of
+    a rounding boundary, and there it may be what the other side of that band stores (float64
+    math often lands exactly on a tie: 0.001 * g**2 for a 16-bit g). fp32 buffers (master
+    copy, fp32 state) agree within ``rtol``. Up to ``allowed_mismatch_fraction`` of the
+    elements may break this, as above.
     """
     check_rule_object(rule)
     tested = list(_default_hyper(rule) if hyper is None else hyper)
@@ -150,4 +179,105 @@ def check_rule(
                         f"rule {rule.name!r}: its shader does not honour the skip flag (binding 2); "
                         "include vk_adam_rule.glsl and keep its main()"
                     )
+    for overrides in tested:
+        for case in formats:
+            cases += 1
+            worst = max(
+                worst, _check_format(rule, overrides, case, steps, rtol, allowed_mismatch_fraction, rng)
+            )
     return ConformanceReport(rule.name, cases, worst, tuple(variants), tuple(dict(h) for h in tested))
+
+
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """16-bit float bit patterns as integers in the order of their values."""
+    b = bits.astype(np.int64)
+    return np.where(b & 0x8000, -(b & 0x7FFF), b)
+
+
+def _check_format(
+    rule: UpdateRule,
+    overrides: Mapping[str, Any],
+    case: tuple[str, bool, str],
+    steps: int,
+    rtol: float,
+    allowed: float,
+    rng: np.random.Generator,
+) -> float:
+    """One rule setting under one storage format, step by step against FormatReference."""
+    param_dtype, stochastic, state_dtype = case
+    options = {**rule.defaults, **overrides}
+    variant = rule.variant_for(options)
+    n = FORMAT_CHECK_SIZE
+    dtype = fmt.NUMPY_DTYPES[param_dtype]
+    p = rng.standard_normal(n).astype(np.float32).astype(dtype)
+    padded = -(-n // fmt.BLOCK) * fmt.BLOCK
+    form = group_format(variant.state, param_dtype, state_dtype, stochastic, padded)
+    label = f"(param {param_dtype}, stochastic_rounding={stochastic}, state {state_dtype}"
+    label += f", hyper={dict(overrides)})"
+    limit = max(1, int(allowed * n))
+    worst = 0.0
+    kwargs = {"state_dtype": state_dtype, "stochastic_rounding": stochastic, "seed": int(rng.integers(2**32))}
+    with Optimizer([{"params": [p], **overrides}], rule, **kwargs) as opt:
+        ref = FormatReference(rule, options, form, seed=kwargs["seed"])
+        for step in range(1, steps + 1):
+            before = opt.state_dict()["state"]
+            ref.load(p, before[0] if before else None)
+            g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32).astype(dtype)
+            opt.step([g])
+            ref.step(g, step)
+            after = opt.state_dict()["state"][0]
+
+            def fail(what: str, detail: str, step: int = step) -> RuleConformanceError:
+                return RuleConformanceError(
+                    f"rule {rule.name!r}: {what} differs from the format reference at step {step} "
+                    f"{label}: {detail}"
+                )
+
+            stored: list[tuple[str, Any, Any, int]] = [("param", p.reshape(-1), ref.param, -1)]
+            if ref.master is not None:
+                stored.append(("master_param", after["master_param"].reshape(-1), ref.master, fmt.STATE_F32))
+            for s, code in zip(variant.state, form.state, strict=True):
+                stored.append((s.name, after[s.name].reshape(-1), ref.state[s.name], code))
+            for what, got, want, code in stored:
+                if code >= fmt.STATE_INT8_SIGNED:
+                    codes, absmax = want
+                    amax_err = np.abs(after[what + ".absmax"].astype(np.float64) - absmax)
+                    if np.any(amax_err > 1e-5 * np.maximum(absmax, 1e-30)):
+                        raise fail(what, f"block absmax off by up to {float(np.max(amax_err)):.3e}")
+                    got_key, want_key = got.astype(np.int64), codes.astype(np.int64)
+                elif got.dtype.itemsize == 2:  # 16-bit values, compared in value order
+                    got_key, want_key = (
+                        _ordered(got.view(np.uint16)),
+                        _ordered(np.asarray(want).view(np.uint16)),
+                    )
+                else:
+                    want64 = np.asarray(want, np.float64)
+                    scale = max(float(np.max(np.abs(want64))), 1e-30)
+                    err = np.abs(got.astype(np.float64) - want64) / scale
+                    if np.count_nonzero(err > rtol) > limit or not np.all(np.isfinite(got)):
+                        raise fail(what, f"{np.count_nonzero(err > rtol)} elements beyond rtol={rtol}")
+                    worst = max(worst, float(np.max(np.where(err > rtol, 0.0, err))))
+                    continue
+                # A stored value may differ from the reference's only where the float64 value
+                # lies within rtol (of the buffer's scale) of a rounding or quantization
+                # boundary, and then only to what the other side of that band stores.
+                unrounded = ref.unrounded["param" if what == "param" else what]
+                band = rtol * max(float(np.max(np.abs(unrounded))), 1e-30)
+                low, high = ref.bounds("param" if what == "param" else what, band)
+                if code >= fmt.STATE_INT8_SIGNED:
+                    lo, hi = low.astype(np.int64), high.astype(np.int64)
+                else:
+                    lo, hi = (
+                        _ordered(np.asarray(low).view(np.uint16)),
+                        _ordered(np.asarray(high).view(np.uint16)),
+                    )
+                explained = (got_key == want_key) | (
+                    (got_key >= np.minimum(lo, hi)) & (got_key <= np.maximum(lo, hi))
+                )
+                if np.count_nonzero(~explained) > limit:
+                    raise fail(
+                        what,
+                        f"{np.count_nonzero(~explained)} of {n} stored values differ beyond rounding "
+                        f"within rtol={rtol} (e.g. element {int(np.flatnonzero(~explained)[0])})",
+                    )
+    return worst

@@ -6,16 +6,14 @@ A group of NumPy params is one flat buffer set (param, grad, one buffer per stat
 own buffer set: kp binds whole buffers, so one dispatch cannot span several of them (pass one
 flat kp tensor to get one dispatch for many logical tensors, as ``vk_adam.lora`` does).
 
-Every step is bracketed by memory barriers over the buffers it touches, so it runs after
-earlier uploads, the application's shaders and earlier steps, and whatever comes next sees its
-writes. Per-step values are push constants recorded with each dispatch (kp freezes them at
-record time), so one pipeline serves every step.
+Every step is bracketed by memory barriers over the buffers it touches. Per-step values are
+push constants recorded with each dispatch, so one pipeline serves every step. How each buffer
+stores its values (16-bit params, compressed state) is ``storage``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,74 +21,22 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant, UpdateRule
-from .._rules.spirv import has_storage_formats, load_spirv, reflect
-from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .._runtime import Runtime, is_kp_tensor
+from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
-from .groups import shader_spec
-from .layout import ParamSlot, gather, plan_flat, scatter
-from .storage import GroupFormat, group_format, initial_state, typed_view, value_words
+from .layout import gather, scatter
+from .storage import Storage, uint_spec
+
+__all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
-
-
-def uint_spec(*values: int) -> tuple[float, ...]:
-    """uint specialization constants as the float32 words kp passes."""
-    return tuple(float(x) for x in np.array(values, np.uint32).view(np.float32))
 
 
 #: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
 #: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
 #: many distinct gradient buffers can be recorded per buffer set.
 MAX_PIPELINES_PER_SET = 8
-
-
-@dataclass
-class BufferSet:
-    """One dispatch's buffers: param, grad, state; ``n`` elements each."""
-
-    param: Any
-    grad: Any
-    state: dict[str, Any]
-    n: int
-    index: int  # position among all of the optimizer's buffer sets
-    format: GroupFormat = field(default_factory=GroupFormat)
-    absmax: dict[str, Any] = field(default_factory=dict)  # per 8-bit state buffer
-    master: Any = None  # fp32 master copy of 16-bit params
-    update_algo: Any = None
-    check_algo: Any = None
-    check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
-    bound_grad: Any = None  # the grad tensor the current algorithms are bound to
-    # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
-    pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
-    # ids of grad tensors whose pipelines a record_step used: never evicted
-    recorded: set[int] = field(default_factory=set)
-
-
-@dataclass
-class Group:
-    """One param group: its options (the user-visible dict), shader, slots and buffer sets."""
-
-    options: dict[str, Any]
-    variant: ShaderVariant
-    spec: tuple[float, ...]
-    slots: list[ParamSlot]
-    sets: list[BufferSet]
-    host_mode: bool
-    step: int = 0
-    param_staging: list[F32] = field(default_factory=list)
-    grad_staging: list[F32] = field(default_factory=list)
-    validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
-    param_dtype: str = "float32"
-
-
-@dataclass(frozen=True)
-class Storage:
-    """The optimizer's storage options (checked by ``groups.check_storage``)."""
-
-    state_dtype: str = "float32"
-    stochastic_rounding: bool = False
-    seed: int = 0
 
 
 class DeviceGroups:
@@ -115,117 +61,35 @@ class DeviceGroups:
         self.rt, self.rule = rt, rule
         self.storage = storage or Storage()
         self.seed = self.storage.seed
-        self._formats_in_shader: dict[str, bool] = {}
         # The quantization tables every 8-bit state buffer uses, and a stand-in for bindings a
         # buffer set's formats leave unused (every binding the shader declares must be valid).
         self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
-        self._spirv: dict[str, bytes] = {}
+        self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
         self.groups: list[Group] = []
         # skip flag, gradient scale, last norm (clipping.py); every update shader reads it
         self.status = rt.buffer(initial_status())
         sets = sum(1 if not is_kp_tensor(g["params"][0]) else len(g["params"]) for g in groups)
         self.clipper = GradClipper(rt, self.status, sets, skip_nonfinite) if clip else None
         self.max_norm = 0.0
-        self._sets = 0
         self._status_barrier = rt.barrier_op([self.status])
         self._status_download = rt.download_op([self.status])
         self._host_download: Any = None
         self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
         self._barrier_after: Any = None
         for options in groups:
-            self._add_group(options)
+            group = self.builder.add_group(options)
+            for bset in group.sets:
+                self.bind(group, bset, bset.grad)
+            self.groups.append(group)
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         host = [g.sets[0].param for g in self.groups if g.host_mode]
         self._host_download = rt.download_op(host) if host else None
         rt.run([rt.upload_op(rt.buffers)])
 
     # -- construction ------------------------------------------------------------------------
-
-    def _add_group(self, options: dict[str, Any]) -> Group:
-        variant = self.rule.variant_for(options)
-        spec = shader_spec(self.rule, options, self.zero_grad)
-        params = options["params"]
-        host_mode = not is_kp_tensor(params[0])
-        if any(is_kp_tensor(p) == host_mode for p in params):
-            raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
-        group = Group(options, variant, spec, [], [], host_mode)
-        if host_mode:
-            group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
-            quantized = self.storage.state_dtype == "int8-blockwise"
-            # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
-            group.slots, total = plan_flat(params, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
-            form = self._format(variant, group.param_dtype, total)
-            flat = np.zeros(total, np.float32)
-            gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
-            bset = BufferSet(
-                self.rt.buffer(value_words(flat, form.param)),
-                self.rt.buffer(value_words(np.zeros(total, np.float32), form.param)),
-                {},
-                total,
-                self._next_index(),
-                form,
-            )
-            self._new_state(variant, bset)
-            if form.has_master:
-                bset.master = self.rt.buffer(value_words(flat, "float32"))
-            group.sets.append(bset)
-            group.param_staging.append(typed_view(bset.param.data(), form.param))
-            group.grad_staging.append(typed_view(bset.grad.data(), form.param))
-        else:
-            for index, p in enumerate(params):
-                n = int(p.size())
-                if n > MAX_ELEMENTS:
-                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
-                if self.rt.has_host_copy(p) and p.data().dtype != np.float32:
-                    raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
-                grad = self.rt.buffer(np.zeros(n, np.float32))
-                group.slots.append(ParamSlot(index, 0, n, (n,), None))
-                bset = BufferSet(p, grad, {}, n, self._next_index(), self._format(variant, "float32", n))
-                self._new_state(variant, bset)
-                group.sets.append(bset)
-        for bset in group.sets:
-            self.bind(group, bset, bset.grad)
-        self.groups.append(group)
-        return group
-
-    def _next_index(self) -> int:
-        self._sets += 1
-        return self._sets - 1
-
-    def _format(self, variant: ShaderVariant, param_dtype: str, n: int) -> GroupFormat:
-        st = self.storage
-        form = group_format(variant.state, param_dtype, st.state_dtype, st.stochastic_rounding, n)
-        if not form.is_default and not self.has_formats(variant):
-            raise ValueError(
-                f"rule {self.rule.name!r}: shader {variant.spirv} was built against a "
-                "vk_adam_rule.glsl older than 16-bit params and compressed state, so it can only "
-                f"run float32 params with state_dtype='float32' (asked: {param_dtype} params, "
-                f"state_dtype={st.state_dtype!r}); rebuild the plugin against this vk-adam"
-            )
-        return form
-
-    def has_formats(self, variant: ShaderVariant) -> bool:
-        key = str(variant.spirv)
-        if key not in self._formats_in_shader:
-            self._formats_in_shader[key] = has_storage_formats(reflect(self._shader(key)))
-        return self._formats_in_shader[key]
-
-    def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
-        for s, code in zip(variant.state, bset.format.state, strict=True):
-            words, absmax = initial_state(code, s, bset.n)
-            bset.state[s.name] = self.rt.buffer(words)
-            if absmax is not None:
-                bset.absmax[s.name] = self.rt.buffer(absmax)
-
-    def _shader(self, name: str) -> bytes:
-        if name not in self._spirv:
-            self._spirv[name] = load_spirv(name)
-        return self._spirv[name]
-
-    # -- pipelines -----------------------------------------------------------------------------
 
     def bind(self, group: Group, bset: BufferSet, grad: Any, *, recording: bool = False) -> None:
         """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
@@ -243,14 +107,14 @@ class DeviceGroups:
             states = [bset.state[s.name] for s in group.variant.state]
             tensors = [bset.param, grad, self.status, *states]
             spec = group.spec
-            if self.has_formats(group.variant):
+            if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
                 spec = (*spec, *padding, *bset.format.spec())
             update = self.rt.pipeline(
                 tensors,
-                self._shader(str(group.variant.spirv)),
+                self.builder.shader(str(group.variant.spirv)),
                 -(-bset.n // 4),  # one vec4 per invocation
                 spec,
                 self._push_words(group.variant),
@@ -261,7 +125,11 @@ class DeviceGroups:
                 check, check_op = self.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
             elif self.skip_nonfinite:
                 check = self.rt.pipeline(
-                    [grad, self.status], self._shader("nonfinite_check"), bset.n, uint_spec(grad_format), 1
+                    [grad, self.status],
+                    self.builder.shader("nonfinite_check"),
+                    bset.n,
+                    uint_spec(grad_format),
+                    1,
                 )
                 check_op = self.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
             cached = (grad, update, check, check_op)
@@ -298,9 +166,8 @@ class DeviceGroups:
                     self.rt.destroy_pipeline(algo)
 
     def _barriers(self) -> tuple[Any, Any]:
-        """Barrier ops over every buffer a step touches: one before the step (after earlier
-        uploads, the application's shaders and earlier steps), one after it (for whatever the
-        queue runs next). Built once per binding, reused every step."""
+        """Barrier ops over every buffer a step touches, before it (after earlier uploads, the
+        application's shaders, earlier steps) and after it. Built once per binding."""
         if self._barrier_before is None:
             buffers = [
                 t
@@ -310,6 +177,8 @@ class DeviceGroups:
                 if t is not None
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
+            # the stand-in buffer is bound (writable) at unused bindings: order it too
+            buffers += [self.unused]
             self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
             self._barrier_after = self.rt.barrier_op(buffers)
         return self._barrier_before, self._barrier_after
@@ -354,7 +223,7 @@ class DeviceGroups:
 
     def _push_words(self, variant: ShaderVariant) -> int:
         """uint n, the rule's floats, and (harness with formats) the uint rng key."""
-        return 1 + variant.hyper_count + (1 if self.has_formats(variant) else 0)
+        return 1 + variant.hyper_count + (1 if self.builder.has_formats(variant) else 0)
 
     def step_ops(self, upload: Sequence[Any], pushes: Sequence[Array]) -> tuple[list[Any], int, int]:
         """The ops of the next step, and the span of its GPU work: the index of the first op

@@ -239,8 +239,8 @@ def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list
             name = fmt.dtype_name(p.dtype)
             if name is None or not p.flags.c_contiguous or not p.flags.writeable:
                 raise TypeError(
-                    f"param {pi} of group {gi} must be a writeable, C-contiguous array of float32, "
-                    f"float16 or bfloat16 (ml_dtypes.bfloat16) (got dtype {p.dtype}, "
+                    f"param {pi} of group {gi} must be a writeable, C-contiguous float32, float16 "
+                    f"or bfloat16 (ml_dtypes.bfloat16) array (got dtype {p.dtype}, "
                     f"contiguous={p.flags.c_contiguous}, writeable={p.flags.writeable}): vk-adam "
                     "updates params in place, so convert it once with "
                     "np.ascontiguousarray(p, dtype=np.float32) and keep that array"
@@ -323,12 +323,13 @@ def prepare_grads(
                 raise TypeError(f"grad for {name} is not an array of numbers ({show(g)}): {exc}") from exc
             if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                 raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
-            want = fmt.NUMPY_DTYPES[group.param_dtype]
+            param_dtype = getattr(group, "param_dtype", "float32")
+            want = fmt.NUMPY_DTYPES[param_dtype]
             if g.dtype != want:
                 # stacklevel: this function, Optimizer.step, the caller of step()
                 is_float = np.issubdtype(g.dtype, np.floating) or fmt.dtype_name(g.dtype) is not None
                 convert_float_or_refuse(
-                    f"grad for {name}", g.dtype, is_float, stacklevel=3, to=group.param_dtype
+                    f"grad for {name}", g.dtype, is_float, stacklevel=3, to=param_dtype
                 )
                 g = g.astype(want)
             prepared.append(g)

@@ -21,7 +21,7 @@ from .._rules.rule import UpdateRule
 from .._runtime import Runtime
 from .access import DeviceAccess
 from .clipping import check_harness, check_max_norm
-from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group, Storage
+from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
 from .groups import (
     check_options,
     check_recordable,
@@ -34,6 +34,7 @@ from .groups import (
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .state_dict import read_state_dict, write_state_dict
+from .storage import Storage
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
 MAX_STEPS_IN_FLIGHT = 8
@@ -59,13 +60,9 @@ class Optimizer(DeviceAccess):
       * ``clip_grad_norm``: clip the gradients of all params by their global L2 norm to at most
         this value, on the device, before every step (``torch.nn.utils.clip_grad_norm_``);
         :meth:`last_grad_norm` reads the norm. Default None (off).
-      * ``state_dtype``: how state is stored: ``"float32"`` (default), ``"bfloat16"``, or
-        ``"int8-blockwise"`` (8-bit codes, one fp32 absmax per 256 values; buffers under 4,096
-        elements stay fp32). Every rule's shader still computes in fp32.
-      * ``stochastic_rounding``: 16-bit params take each update by stochastic rounding, with
-        no fp32 master copy; default False: an fp32 master copy is kept on the device.
-      * ``seed``: of the stochastic-rounding stream (saved in the state dict, so a resumed run
-        is bit-identical). Default 0.
+      * ``state_dtype`` (``"float32"``, ``"bfloat16"``, ``"int8-blockwise"``),
+        ``stochastic_rounding`` (16-bit params without an fp32 master copy), ``seed`` (of the
+        rounding stream): storage formats, see README "Storage formats".
     """
 
     def __init__(
@@ -101,9 +98,8 @@ class Optimizer(DeviceAccess):
         self.device = self._rt.device
         self._closed = False
         self._profile = profile
-        #: With ``profile=True``: GPU time of the last synchronous step's update dispatches
-        #: (and clipping's passes when on; Vulkan timestamps), and the host time of that step
-        #: spent outside the driver's submit-and-wait (packing, recording, copies).
+        #: With ``profile=True``: GPU time of the last synchronous step's update dispatches (and
+        #: clipping's passes; Vulkan timestamps), and its host time outside submit-and-wait.
         self.last_gpu_seconds: float | None = None
         self.last_host_seconds: float | None = None
         self._in_flight = InFlight(DeviceGroups.copy_back)
@@ -254,20 +250,18 @@ class Optimizer(DeviceAccess):
     def state_dict(self, *, float32: bool = False) -> dict[str, Any]:
         """torch.optim's layout: ``{'state': {i: {'step', <state buffers>}}, 'param_groups'}``.
 
-        State arrays are copies shaped like their params, as stored: float32, bfloat16, or
-        uint8 codes with ``'<name>.absmax'`` (fp32, one per block of 256); 16-bit params with
-        a master copy add ``'master_param'``. It loads back bit for bit. ``float32=True``
-        gives every state as float32 and nothing else: torch.optim's own layout, e.g. for
-        ``torch.optim.AdamW.load_state_dict``. Params not stepped yet have no entry (as in torch).
+        State arrays are shaped like their params, as stored (float32, bfloat16, or uint8
+        codes plus ``'<name>.absmax'``; ``'master_param'`` for 16-bit params with a master
+        copy) and load back bit for bit. ``float32=True``: float32 state only, torch.optim's
+        layout. Params not stepped yet have no entry (as in torch).
         """
         self._check_open()
         self._drain()
         return read_state_dict(self._dev, float32=float32)
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Load a :meth:`state_dict` (or torch.optim's, as NumPy). Float state is stored in
-        this optimizer's ``state_dtype``; 8-bit codes load only into 8-bit state. Checked fully
-        before any change: on error nothing is modified."""
+        """Load a :meth:`state_dict` (or torch.optim's, as NumPy), stored in this optimizer's
+        formats. Checked fully before any change: on error nothing is modified."""
         self._check_open()
         write_state_dict(self._dev, state_dict, self._drain)
 

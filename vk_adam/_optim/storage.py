@@ -21,6 +21,20 @@ F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
+class Storage:
+    """The optimizer's storage options (checked by ``groups.check_storage``)."""
+
+    state_dtype: str = "float32"
+    stochastic_rounding: bool = False
+    seed: int = 0
+
+
+def uint_spec(*values: int) -> tuple[float, ...]:
+    """uint specialization constants as the float32 words kp passes."""
+    return tuple(float(x) for x in np.array(values, np.uint32).view(np.float32))
+
+
+@dataclass(frozen=True)
 class GroupFormat:
     """The storage of one buffer set: param (and gradient) dtype, how 16-bit params take an
     update, and each state buffer's format (``_formats.STATE_*``, in the rule's order)."""
@@ -44,8 +58,7 @@ class GroupFormat:
     def spec(self) -> tuple[float, ...]:
         """Specialization constants 16..21 (uint bit patterns carried in float32 words)."""
         words = [fmt.PARAM_FORMAT[self.param], self.mode, *self.state]
-        words += [fmt.STATE_F32] * (6 - len(words))
-        return tuple(float(x) for x in np.array(words, np.uint32).view(np.float32))
+        return uint_spec(*words, *[fmt.STATE_F32] * (6 - len(words)))
 
 
 def group_format(

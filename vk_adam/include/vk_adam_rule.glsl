@@ -238,14 +238,23 @@ uint vk_adam_quantize4(vec4 s, float amax, bool signed_map) {
     layout(std430, set = 0, binding = 3 + VK_ADAM_STATE_COUNT + K) buffer absmax##K##_block {      \
         float absmax##K[];                                                                         \
     };                                                                                             \
-    vec4 vk_adam_load_state##K(uint i) {                                                           \
-        if (FMT == 0u) return state##K##_v4[i];                                                    \
+    vec4 vk_adam_load_state##K(uint i, uint n) {                                                   \
+        if (FMT == 0u) {                                                                           \
+            if (4u * i + 4u <= n) return state##K##_v4[i];                                         \
+            vec4 v = vec4(0.0);                                                                    \
+            for (uint l = 0u; 4u * i + l < n; l++) v[l] = state##K##_f[4u * i + l];                \
+            return v;                                                                              \
+        }                                                                                          \
         if (FMT == 1u) return vk_adam_unpack4(state##K##_u2[i], 2u);                               \
         return vk_adam_dequantize4(state##K##_u[i], absmax##K[i >> 6], FMT == 2u);                 \
     }                                                                                              \
-    void vk_adam_store_state##K(uint i, vec4 s, float amax, bool block_leader) {                   \
+    void vk_adam_store_state##K(uint i, uint n, vec4 s, float amax, bool block_leader) {           \
         if (FMT == 0u) {                                                                           \
-            state##K##_v4[i] = s;                                                                  \
+            if (4u * i + 4u <= n) {                                                                \
+                state##K##_v4[i] = s;                                                              \
+            } else {                                                                               \
+                for (uint l = 0u; 4u * i + l < n; l++) state##K##_f[4u * i + l] = s[l];            \
+            }                                                                                      \
         } else if (FMT == 1u) {                                                                    \
             state##K##_u2[i] = vk_adam_pack4_nearest(s, 2u);                                       \
         } else {                                                                                   \
@@ -275,8 +284,9 @@ uint vk_adam_state_format(uint k) {
 
 // -- params and gradients -----------------------------------------------------------------------
 
-// fp32 param and grad buffers may be the application's, exactly n floats long: the last,
-// partial vec4 goes lane by lane. Every other buffer is vk-adam's and padded to whole vec4s.
+// fp32 buffers (param, grad, state) may be the application's, exactly n floats long: the last,
+// partial vec4 goes lane by lane. Packed 16- and 8-bit buffers are vk-adam's, padded to whole
+// vec4s (8-bit state to whole blocks).
 vec4 vk_adam_load_param(uint i, uint n) {
     if (VK_ADAM_PARAM_MODE == 1u) {
         // The master copy, except where the 16-bit param is no longer its rounding: there the
@@ -372,16 +382,16 @@ void main() {
         s[0] = vec4(0.0);
         if (in_range) {
 #if VK_ADAM_STATE_COUNT > 0
-            s[0] = vk_adam_load_state0(i);
+            s[0] = vk_adam_load_state0(i, n);
 #endif
 #if VK_ADAM_STATE_COUNT > 1
-            s[1] = vk_adam_load_state1(i);
+            s[1] = vk_adam_load_state1(i, n);
 #endif
 #if VK_ADAM_STATE_COUNT > 2
-            s[2] = vk_adam_load_state2(i);
+            s[2] = vk_adam_load_state2(i, n);
 #endif
 #if VK_ADAM_STATE_COUNT > 3
-            s[3] = vk_adam_load_state3(i);
+            s[3] = vk_adam_load_state3(i, n);
 #endif
             p = vk_adam_load_param(i, n);
             vk_adam_update(p, vk_adam_load_grad(i, n) * vk_adam_grad_scale, s);
@@ -407,16 +417,16 @@ void main() {
         if (in_range) {
             const bool leader = (lid & 63u) == 0u;
 #if VK_ADAM_STATE_COUNT > 0
-            vk_adam_store_state0(i, s[0], amax[0], leader);
+            vk_adam_store_state0(i, n, s[0], amax[0], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 1
-            vk_adam_store_state1(i, s[1], amax[1], leader);
+            vk_adam_store_state1(i, n, s[1], amax[1], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 2
-            vk_adam_store_state2(i, s[2], amax[2], leader);
+            vk_adam_store_state2(i, n, s[2], amax[2], leader);
 #endif
 #if VK_ADAM_STATE_COUNT > 3
-            vk_adam_store_state3(i, s[3], amax[3], leader);
+            vk_adam_store_state3(i, n, s[3], amax[3], leader);
 #endif
             vk_adam_store_param(i, n, p);
             if (VK_ADAM_ZERO_GRAD != 0.0) {

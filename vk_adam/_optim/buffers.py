@@ -1,0 +1,152 @@
+"""A param group's buffers on the device: the buffer sets (param, grad, state, and what the
+storage formats add) made for each group of params, and the compiled shaders they run.
+
+Split from ``device`` (which binds pipelines and builds the ops of a step) so that each file
+reads in one sitting; ``storage`` decides the formats and contents, this module makes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _formats as fmt
+from .._rules.rule import ShaderVariant, UpdateRule
+from .._rules.spirv import has_storage_formats, load_spirv, reflect
+from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .groups import shader_spec
+from .layout import ParamSlot, gather, plan_flat
+from .storage import GroupFormat, Storage, group_format, initial_state, typed_view, value_words
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass
+class BufferSet:
+    """One dispatch's buffers: param, grad, state; ``n`` elements each."""
+
+    param: Any
+    grad: Any
+    state: dict[str, Any]
+    n: int
+    index: int  # position among all of the optimizer's buffer sets
+    format: GroupFormat = field(default_factory=GroupFormat)
+    absmax: dict[str, Any] = field(default_factory=dict)  # per 8-bit state buffer
+    master: Any = None  # fp32 master copy of 16-bit params
+    update_algo: Any = None
+    check_algo: Any = None
+    check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
+    bound_grad: Any = None  # the grad tensor the current algorithms are bound to
+    # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
+    pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
+    # ids of grad tensors whose pipelines a record_step used: never evicted
+    recorded: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Group:
+    """One param group: its options (the user-visible dict), shader, slots and buffer sets."""
+
+    options: dict[str, Any]
+    variant: ShaderVariant
+    spec: tuple[float, ...]
+    slots: list[ParamSlot]
+    sets: list[BufferSet]
+    host_mode: bool
+    step: int = 0
+    param_staging: list[F32] = field(default_factory=list)
+    grad_staging: list[F32] = field(default_factory=list)
+    validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
+    param_dtype: str = "float32"
+
+
+class GroupBuilder:
+    """Makes each group's buffer sets on ``rt`` in ``storage``'s formats; caches shaders."""
+
+    def __init__(self, rt: Runtime, rule: UpdateRule, zero_grad: bool, storage: Storage) -> None:
+        self.rt, self.rule, self.zero_grad, self.storage = rt, rule, zero_grad, storage
+        self._spirv: dict[str, bytes] = {}
+        self._formats_in_shader: dict[str, bool] = {}
+        self._sets = 0
+
+    def add_group(self, options: dict[str, Any]) -> Group:
+        variant = self.rule.variant_for(options)
+        spec = shader_spec(self.rule, options, self.zero_grad)
+        params = options["params"]
+        host_mode = not is_kp_tensor(params[0])
+        if any(is_kp_tensor(p) == host_mode for p in params):
+            raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
+        group = Group(options, variant, spec, [], [], host_mode)
+        if host_mode:
+            group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
+            quantized = self.storage.state_dtype == "int8-blockwise"
+            # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
+            group.slots, total = plan_flat(params, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+            form = self._format(variant, group.param_dtype, total)
+            flat = np.zeros(total, np.float32)
+            gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
+            bset = BufferSet(
+                self.rt.buffer(value_words(flat, form.param)),
+                self.rt.buffer(value_words(np.zeros(total, np.float32), form.param)),
+                {},
+                total,
+                self._next_index(),
+                form,
+            )
+            self._new_state(variant, bset)
+            if form.has_master:
+                bset.master = self.rt.buffer(value_words(flat, "float32"))
+            group.sets.append(bset)
+            group.param_staging.append(typed_view(bset.param.data(), form.param))
+            group.grad_staging.append(typed_view(bset.grad.data(), form.param))
+        else:
+            for index, p in enumerate(params):
+                n = int(p.size())
+                if n > MAX_ELEMENTS:
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                if self.rt.has_host_copy(p) and p.data().dtype != np.float32:
+                    raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
+                grad = self.rt.buffer(np.zeros(n, np.float32))
+                group.slots.append(ParamSlot(index, 0, n, (n,), None))
+                bset = BufferSet(p, grad, {}, n, self._next_index(), self._format(variant, "float32", n))
+                self._new_state(variant, bset)
+                group.sets.append(bset)
+        return group
+
+    def _next_index(self) -> int:
+        self._sets += 1
+        return self._sets - 1
+
+    def _format(self, variant: ShaderVariant, param_dtype: str, n: int) -> GroupFormat:
+        st = self.storage
+        form = group_format(variant.state, param_dtype, st.state_dtype, st.stochastic_rounding, n)
+        if not form.is_default and not self.has_formats(variant):
+            raise ValueError(
+                f"rule {self.rule.name!r}: shader {variant.spirv} predates storage formats (it "
+                f"runs float32 params and state only, not {param_dtype} params with state_dtype="
+                f"{st.state_dtype!r}); rebuild the plugin against this vk-adam"
+            )
+        return form
+
+    def has_formats(self, variant: ShaderVariant) -> bool:  # built against today's harness?
+        key = str(variant.spirv)
+        if key not in self._formats_in_shader:
+            self._formats_in_shader[key] = has_storage_formats(reflect(self.shader(key)))
+        return self._formats_in_shader[key]
+
+    def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
+        for s, code in zip(variant.state, bset.format.state, strict=True):
+            words, absmax = initial_state(code, s, bset.n)
+            bset.state[s.name] = self.rt.buffer(words)
+            if absmax is not None:
+                bset.absmax[s.name] = self.rt.buffer(absmax)
+
+    def shader(self, name: str) -> bytes:
+        if name not in self._spirv:
+            self._spirv[name] = load_spirv(name)
+        return self._spirv[name]
+
+    # -- pipelines -----------------------------------------------------------------------------
