@@ -137,7 +137,9 @@ def _sgd_without_state() -> UpdateRule:
 
 
 def test_10_check_rule_object_refuses_fewer_state_buffers_than_the_shader_binds():
-    with pytest.raises(ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3, 4, 5, 6\]") as err:
+    with pytest.raises(
+        ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3, 4, 5, 6\]"
+    ) as err:
         _checks.check_rule_object(_sgd_without_state())
     assert isinstance(err.value, vk_adam.RuleRegistrationError)
     assert "0 state buffer(s)" in str(err.value)

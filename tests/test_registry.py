@@ -68,7 +68,10 @@ def test_registration_rejects_binding_mismatch_and_keeps_others():
 
 def test_registration_rejects_push_constant_size_mismatch():
     bad = lion_like("wrong_push", SPIRV / "lion_wrong_sign.spv", hyper_count=5)
-    with pytest.warns(vk_adam.PluginLoadWarning, match=r"push-constant block is 32 bytes \(uint n \+ 6 floats \+ uint rng_key\)"):
+    with pytest.warns(
+        vk_adam.PluginLoadWarning,
+        match=r"push-constant block is 32 bytes \(uint n \+ 6 floats \+ uint rng_key\)",
+    ):
         registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
     assert "wrong_push" not in registry.rules
 

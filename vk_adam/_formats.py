@@ -133,7 +133,9 @@ def codes_for(values: npt.NDArray[Any], absmax: F32, signed: bool) -> npt.NDArra
     x = np.asarray(values, np.float64).reshape(-1)
     scale = np.repeat(np.asarray(absmax, np.float64), BLOCK)[: x.size]
     normed = x / np.where(scale > 0, scale, 1.0)
-    return np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right").astype(np.uint8)
+    return np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right").astype(
+        np.uint8
+    )
 
 
 def dequantize_blockwise(codes: npt.NDArray[np.uint8], absmax: F32, signed: bool) -> npt.NDArray[np.float64]:
