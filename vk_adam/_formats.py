@@ -183,7 +183,8 @@ def round_to(values: npt.NDArray[Any], name: str, bits: U32 | None = None) -> np
     if name == "float32":
         return f.copy()
     if bits is None:
-        return f.astype(NUMPY_DTYPES[name])
+        with np.errstate(over="ignore"):  # overflow to infinity is the rounding's result
+            return f.astype(NUMPY_DTYPES[name])
     u = f.view(np.uint32).astype(np.uint64)
     r = np.asarray(bits, np.uint64)
     if name == "bfloat16":

@@ -1,0 +1,382 @@
+"""Storage formats: fp16/bf16 params (master copy or stochastic rounding), bf16 and 8-bit
+blockwise state. The GPU is compared with the format-exact float64 reference
+(``vk_adam.testing.FormatReference``), bit for bit where the math allows it."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam import _formats as fmt
+from vk_adam._optim import buffers
+from vk_adam._optim.storage import group_format
+from vk_adam._rules.registry import default_registry
+from vk_adam.testing import FORMAT_CASES, FormatReference, RuleConformanceError, check_rule
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
+
+
+# -- the formats on the host -----------------------------------------------------------------------
+
+
+def test_dynamic_maps_follow_dettmers_construction():
+    signed, unsigned = fmt.dynamic_map(True), fmt.dynamic_map(False)
+    for table in (signed, unsigned):
+        assert table.shape == (256,) and np.all(np.diff(table.astype(np.float64)) > 0)
+        assert table[-1] == 1.0 and 0.0 in table
+    assert signed[0] < -0.99 and unsigned[0] == 0.0
+    # decade i holds 2**i values per sign (signed) or 2**(i+1) (unsigned), in [0.1, 1] * 10**(i-6)
+    positive = signed[signed > 0][:-1]
+    for i in range(7):
+        in_decade = (positive >= 0.1 * 10.0 ** (i - 6)) & (positive < 10.0 ** (i - 6))
+        assert np.count_nonzero(in_decade) == 2**i
+        assert np.count_nonzero((unsigned >= 0.1 * 10.0 ** (i - 6)) & (unsigned < 10.0 ** (i - 6))) == 2 ** (
+            i + 1
+        )
+
+
+def test_blockwise_quantization_is_nearest_and_keeps_the_block_maximum(rng):
+    x = rng.standard_normal(3 * fmt.BLOCK + 17) * np.exp(rng.standard_normal(3 * fmt.BLOCK + 17))
+    for signed, values in ((True, x), (False, np.abs(x))):
+        codes, absmax = fmt.quantize_blockwise(values, signed)
+        back = fmt.dequantize_blockwise(codes, absmax, signed)
+        table = fmt.dynamic_map(signed).astype(np.float64)
+        scale = np.repeat(absmax.astype(np.float64), fmt.BLOCK)[: values.size]
+        nearest = np.abs(values[:, None] / scale[:, None] - table[None, :]).argmin(axis=1)
+        np.testing.assert_array_equal(table[codes], table[nearest])
+        block_max = np.abs(np.pad(values, (0, 4 * fmt.BLOCK - values.size))).reshape(4, -1).max(axis=1)
+        np.testing.assert_allclose(absmax, block_max, rtol=1e-7)
+        # the maximum of each block is stored exactly (code of 1.0, or -0.993 for a negative one)
+        assert np.max(np.abs(back - values) / np.maximum(scale, 1e-30)) < 0.05
+
+
+def test_nearest_rounding_matches_numpy_and_ml_dtypes(rng):
+    x = (rng.standard_normal(10000) * np.exp(rng.uniform(-30, 12, 10000))).astype(np.float32)
+    assert fmt.round_to(x, "float16").dtype == np.float16
+    np.testing.assert_array_equal(fmt.round_to(x, "bfloat16").view(np.uint16), x.astype(BF16).view(np.uint16))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_stochastic_rounding_picks_a_neighbour_without_bias(name, rng):
+    for x0 in (1.2345678e-3, -3.3333e-6, 7.77e-8, 65000.5):
+        x = np.full(100_000, x0, np.float32)
+        bits = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
+        y = fmt.round_to(x, name, bits).astype(np.float64)
+        values = np.unique(y)  # the two 16-bit neighbours of x0
+        assert len(values) == 2 and values[0] < float(np.float32(x0)) < values[1]
+        nearest = float(x[:1].astype(DTYPES[name]).astype(np.float64)[0])
+        assert nearest in values
+        spread = values[1] - values[0]
+        # the mean is x0 within 5 standard errors of a Bernoulli draw of the two neighbours
+        assert abs(y.mean() - float(np.float32(x0))) <= 5 * spread * 0.5 / np.sqrt(x.size)
+
+
+def test_the_random_stream_is_a_function_of_seed_buffer_step_and_element():
+    a = fmt.random_bits(fmt.step_key(7, 0, 3), 1000)
+    np.testing.assert_array_equal(a, fmt.random_bits(fmt.step_key(7, 0, 3), 1000))
+    for other in (fmt.step_key(8, 0, 3), fmt.step_key(7, 1, 3), fmt.step_key(7, 0, 4)):
+        assert np.mean(a == fmt.random_bits(other, 1000)) < 0.01
+    assert 0.45 < np.mean(a & 1) < 0.55
+
+
+# -- the shader against the format-exact reference ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["adamw", "adam", "sgd"])
+def test_check_rule_runs_every_builtin_rule_under_every_format(name):
+    report = check_rule(default_registry().get(name), sizes=(7,), steps=3)
+    settings = len(report.hyper)
+    assert report.cases == settings * (1 + len(FORMAT_CASES))
+    states = {s for _, _, s in FORMAT_CASES}
+    assert states == set(fmt.STATE_DTYPES) - {"float32"} | {"float32"}
+    assert {(p, sr) for p, sr, _ in FORMAT_CASES} >= {
+        ("bfloat16", False),
+        ("bfloat16", True),
+        ("float16", True),
+    }
+
+
+def test_check_rule_fails_when_the_rounding_is_not_the_harness_s(monkeypatch):
+    """The format check can fail: a reference that truncates instead of rounding to nearest even."""
+    nearest = fmt.round_to
+
+    def truncating(values, name, bits=None):
+        if bits is not None or name == "float32":
+            return nearest(values, name, bits)
+        u = np.asarray(values, np.float32).view(np.uint32)
+        if name == "bfloat16":
+            return (u >> 16).astype(np.uint16).view(BF16)
+        return nearest(values, name, np.zeros(u.size, np.uint32))  # stochastic with zero bits = truncation
+
+    monkeypatch.setattr(fmt, "round_to", truncating)
+    with pytest.raises(RuleConformanceError, match="param differs from the format reference"):
+        check_rule(
+            default_registry().get("adamw"), sizes=(7,), steps=1, formats=[("bfloat16", False, "float32")]
+        )
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_the_shader_rounds_to_nearest_even_bit_for_bit(name, rng):
+    """Load fp32 master values, then a step with lr=0: the shader keeps the master only where its
+    own rounding equals the 16-bit param (NumPy's), so an unchanged master proves they agree."""
+    special = [
+        0.0,
+        -0.0,
+        1.0,
+        65504.0,
+        65519.99,
+        65520.0,
+        1e6,
+        2.0**-24,
+        2.0**-25,
+        1.5 * 2.0**-25,
+        3e-8,
+        6e-5,
+        -6.1e-5,
+    ]
+    special += [
+        float(np.float32(1 + 2.0**-11)),
+        float(np.float32(1 + 3 * 2.0**-11)),
+        1 + 2.0**-8,
+        1 + 3 * 2.0**-8,
+    ]
+    master = np.concatenate([special, rng.standard_normal(4000) * np.exp(rng.uniform(-20, 10, 4000))])
+    master = master.astype(np.float32)
+    if name == "bfloat16":
+        master = master[np.abs(master) < 1e30]
+    with np.errstate(over="ignore"):  # values beyond float16's range round to infinity
+        p = master.astype(DTYPES[name])
+        expected = master.astype(DTYPES[name]).view(np.uint16)
+    opt = vk_adam.SGD([p], lr=0.0)
+    sd = opt.state_dict()
+    sd["state"] = {0: {"step": 1.0, "master_param": master.copy()}}
+    opt.load_state_dict(sd)
+    opt.step([np.zeros_like(p)])
+    after = opt.state_dict()["state"][0]["master_param"]
+    np.testing.assert_array_equal(after.view(np.uint32), master.view(np.uint32))
+    np.testing.assert_array_equal(p.view(np.uint16), expected)
+    opt.close()
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name, rng):
+    """SGD with lr=1 makes p - g exact in float32 (both 16-bit, close exponents), so the GPU and
+    the reference round the very same float32 values with the very same random bits."""
+    n = 5000
+    p = (rng.standard_normal(n)).astype(DTYPES[name])
+    opt = vk_adam.SGD([p], lr=1.0, stochastic_rounding=True, seed=1234)
+    rule = default_registry().get("sgd")
+    options = dict(opt.param_groups[0])
+    ref = FormatReference(rule, options, group_format((), name, "float32", True, n), seed=1234)
+    ref.load(p, None)
+    for step in range(1, 4):
+        g = (p.astype(np.float32) * rng.uniform(-(2.0**-6), 2.0**-6, n).astype(np.float32)).astype(
+            DTYPES[name]
+        )
+        opt.step([g])
+        ref.step(g, step)
+        np.testing.assert_array_equal(p.view(np.uint16), ref.param.view(np.uint16))
+    opt.close()
+
+
+def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng):
+    """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
+    is partial; the GPU matches the reference step by step."""
+    n = 4099 + 256 * 3
+    host = rng.standard_normal(n).astype(np.float32)
+    t = kp_manager.tensor(host.copy())
+    rule = default_registry().get("adamw")
+    with vk_adam.AdamW([t], manager=kp_manager, lr=1e-2, state_dtype="int8-blockwise") as opt:
+        options = dict(opt.param_groups[0])
+        form = group_format(rule.variant_for(options).state, "float32", "int8-blockwise", False, n)
+        ref = FormatReference(rule, options, form)
+        for step in range(1, 4):
+            before = opt.state_dict()["state"]
+            ref.load(_device_values(kp_manager, t), before[0] if before else None)
+            g = rng.standard_normal(n).astype(np.float32)
+            opt.step([g])
+            ref.step(g, step)
+            after = opt.state_dict()["state"][0]
+            got = _device_values(kp_manager, t)
+            assert np.max(np.abs(got - ref.param)) <= 2e-6 * np.max(np.abs(ref.param))
+            for name in ("exp_avg", "exp_avg_sq"):
+                diff = np.abs(after[name].astype(int) - ref.state[name][0].astype(int))
+                assert diff.max() <= 1 and np.count_nonzero(diff) <= n // 1000 + 1
+                np.testing.assert_allclose(after[name + ".absmax"], ref.state[name][1], rtol=1e-5)
+            assert after["exp_avg"].size == n and after["exp_avg.absmax"].size == -(-n // 256)
+
+
+def _device_values(manager, tensor):
+    import kp
+
+    manager.sequence().eval(kp.OpTensorSyncLocal([tensor]))
+    return tensor.data().astype(np.float64).copy()
+
+
+# -- state dicts, resuming, torch -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "param_dtype, stochastic, state_dtype", [("float32", False, "float32"), *FORMAT_CASES]
+)
+def test_state_dict_round_trips_bit_for_bit_and_a_resumed_run_is_identical(
+    param_dtype, stochastic, state_dtype, rng
+):
+    n = 5000
+    p0 = rng.standard_normal(n).astype(np.float32).astype(DTYPES[param_dtype])
+    grads = [rng.standard_normal(n).astype(np.float32).astype(DTYPES[param_dtype]) for _ in range(6)]
+    kw = {"lr": 1e-2, "state_dtype": state_dtype, "stochastic_rounding": stochastic, "seed": 99}
+    straight = p0.copy()
+    with vk_adam.AdamW([straight], **kw) as opt:
+        for g in grads:
+            opt.step([g])
+    resumed = p0.copy()
+    with vk_adam.AdamW([resumed], **kw) as first:
+        for g in grads[:3]:
+            first.step([g])
+        saved = first.state_dict()
+    with vk_adam.AdamW([resumed], **{**kw, "seed": 5}) as second:  # the saved seed wins
+        second.load_state_dict(saved)
+        again = second.state_dict()
+        for key, value in saved["state"][0].items():
+            a, b = np.asarray(value), np.asarray(again["state"][0][key])
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), key
+        for g in grads[3:]:
+            second.step([g])
+    assert resumed.tobytes() == straight.tobytes()
+    if state_dtype == "int8-blockwise":
+        assert saved["state"][0]["exp_avg"].dtype == np.uint8
+        assert saved["state"][0]["exp_avg_sq.absmax"].shape == (-(-n // 256),)
+
+
+def test_float32_export_continues_in_torch_adamw(rng):
+    torch = pytest.importorskip("torch")
+    n = 6000
+    p = rng.standard_normal(n).astype(np.float32)
+    with vk_adam.AdamW([p], lr=1e-2, weight_decay=0.1, state_dtype="int8-blockwise") as opt:
+        for _ in range(3):
+            opt.step([rng.standard_normal(n).astype(np.float32)])
+        exported = opt.state_dict(float32=True)
+    assert set(exported["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+    assert all(np.asarray(v).dtype == np.float32 for k, v in exported["state"][0].items() if k != "step")
+    tp = torch.nn.Parameter(torch.tensor(p))
+    topt = torch.optim.AdamW([tp], lr=1e-2, weight_decay=0.1)
+    sd = {
+        "state": {0: {k: torch.tensor(np.asarray(v)) for k, v in exported["state"][0].items()}},
+        "param_groups": exported["param_groups"],
+    }
+    topt.load_state_dict(sd)
+    g = rng.standard_normal(n).astype(np.float32)
+    tp.grad = torch.tensor(g)
+    topt.step()
+    q = p.copy()
+    with vk_adam.AdamW([q], lr=1e-2, weight_decay=0.1) as fp32:
+        fp32.load_state_dict(exported)
+        fp32.step([g])
+    np.testing.assert_allclose(q, tp.detach().numpy(), rtol=0, atol=2e-6 * np.abs(p).max())
+
+
+def test_eight_bit_codes_load_only_into_eight_bit_state(rng):
+    p = rng.standard_normal(5000).astype(np.float32)
+    with vk_adam.AdamW([p], state_dtype="int8-blockwise") as opt:
+        opt.step([rng.standard_normal(5000).astype(np.float32)])
+        saved = opt.state_dict()
+    with vk_adam.AdamW([p.copy()], state_dtype="bfloat16") as other:
+        before = other.state_dict()
+        with pytest.raises(ValueError, match=r"8-bit codes.*state_dtype='int8-blockwise'"):
+            other.load_state_dict(saved)
+        assert other.state_dict()["state"] == before["state"]
+
+
+# -- memory, options, errors, clipping -----------------------------------------------------------
+
+
+def test_memory_bytes_per_param():
+    n = 1 << 20
+    cases = {
+        ("float32", False, "float32"): 16.0,
+        ("bfloat16", True, "int8-blockwise"): 6.0 + 2 * 4 / 256,
+        ("bfloat16", False, "int8-blockwise"): 10.0 + 2 * 4 / 256,
+        ("float32", False, "bfloat16"): 12.0,
+    }
+    for (param_dtype, stochastic, state_dtype), expected in cases.items():
+        p = np.zeros(n, DTYPES[param_dtype])
+        with vk_adam.AdamW([p], state_dtype=state_dtype, stochastic_rounding=stochastic) as opt:
+            mem = opt.memory_bytes()
+        resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
+        assert resident / n == pytest.approx(expected, rel=1e-9), (param_dtype, state_dtype, mem)
+        assert mem["total"] == resident + mem["other"]
+    assert 6.0 + 8 / 256 <= 6.1
+
+
+def test_small_buffers_keep_fp32_state_under_int8():
+    p = np.zeros(fmt.INT8_MIN_ELEMENTS - 256, np.float32)
+    with vk_adam.AdamW([p], state_dtype="int8-blockwise") as opt:
+        opt.step([np.ones_like(p)])
+        state = opt.state_dict()["state"][0]
+        assert state["exp_avg"].dtype == np.float32 and "exp_avg.absmax" not in state
+        assert opt.memory_bytes()["absmax"] == 0
+
+
+def test_bad_combinations_are_refused_with_the_option_names():
+    with pytest.raises(ValueError, match=r"stochastic_rounding=True.*float16/bfloat16 params"):
+        vk_adam.AdamW([np.zeros(8, np.float32)], stochastic_rounding=True)
+    with pytest.raises(
+        ValueError, match=r"state_dtype must be one of \['float32', 'bfloat16', 'int8-blockwise'\]"
+    ):
+        vk_adam.AdamW([np.zeros(8, np.float32)], state_dtype="int4")
+    with pytest.raises(TypeError, match="stochastic_rounding must be True or False"):
+        vk_adam.AdamW([np.zeros(8, BF16)], stochastic_rounding="yes")
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        vk_adam.AdamW([np.zeros(8, BF16)], stochastic_rounding=True, seed=-1)
+    mixed = r"param 1 of group 0 is float16 but param 0 of the group is bfloat16"
+    with pytest.raises(TypeError, match=mixed):
+        vk_adam.AdamW([np.zeros(8, BF16), np.zeros(8, np.float16)])
+    with pytest.raises(TypeError, match="C-contiguous float32, float16 or bfloat16"):
+        vk_adam.AdamW([np.zeros(8, np.float64)])
+
+
+def test_a_rule_built_before_storage_formats_runs_fp32_only(monkeypatch):
+    # (only construction: this shader is today's, so it cannot really run as an old one)
+    monkeypatch.setattr(buffers, "has_storage_formats", lambda interface: False)
+    with pytest.raises(ValueError, match=r"predates storage formats.*rebuild the plugin"):
+        vk_adam.AdamW([np.zeros(8, np.float32)], state_dtype="bfloat16")
+
+
+def test_grads_of_another_float_dtype_are_converted_with_a_warning(rng):
+    p = rng.standard_normal(64).astype(BF16)
+    q = p.copy()
+    g = rng.standard_normal(64).astype(np.float32)
+    with vk_adam.AdamW([p]) as a, vk_adam.AdamW([q]) as b:
+        with pytest.warns(UserWarning, match="converting to bfloat16"):
+            a.step([g])
+        b.step([g.astype(BF16)])
+    assert p.tobytes() == q.tobytes()
+
+
+def test_an_edit_of_a_16_bit_param_between_steps_is_taken_over_by_the_master_copy(rng):
+    p = rng.standard_normal(256).astype(BF16)
+    with vk_adam.SGD([p], lr=0.5) as opt:
+        opt.step([np.zeros_like(p)])
+        p[:10] = BF16.type(3.0)
+        opt.step([np.ones(256, BF16)])
+        np.testing.assert_array_equal(p[:10].astype(np.float32), np.full(10, 2.5, np.float32))
+        assert np.all(opt.state_dict()["state"][0]["master_param"][:10] == 2.5)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
+    n = 3000
+    p = rng.standard_normal(n).astype(DTYPES[name])
+    g = (rng.standard_normal(n) * 5).astype(DTYPES[name])
+    with vk_adam.AdamW([p], clip_grad_norm=1.0, skip_nonfinite=True) as opt:
+        assert not opt.step([g]).skipped
+        norm = float(np.linalg.norm(g.astype(np.float64)))
+        assert opt.last_grad_norm() == pytest.approx(norm, rel=1e-5)
+        saved = p.copy()
+        g[17] = DTYPES[name].type(np.inf)
+        assert opt.step([g]).skipped
+        assert p.tobytes() == saved.tobytes()
