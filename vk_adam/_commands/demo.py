@@ -6,11 +6,14 @@ planted low-rank change ``dW = U V^T`` (rank ``rank // 2``) on every module, whi
 must recover. By default the whole step runs on the device (``demo_resident``: the shaders of
 ``examples/resident_training``, many steps per submission); with ``--host`` forward and backward
 run in NumPy (float32) and only the update runs on Vulkan. Either way the optimizer step for all
-``2 * layers * len(targets)`` LoRA tensors is one dispatch.
+``2 * layers * len(targets)`` LoRA tensors is one dispatch. ``--state-dtype`` (either path),
+``--param-dtype`` (16-bit: the host path) and ``--stochastic-rounding`` pick the storage formats;
+``summary.json`` records them with the optimizer's resident device bytes.
 
 The same run is repeated with the float64 NumPy reference of the update rule, with the host path
-(after a resident run) and, when torch is installed, with torch (autograd and
-``torch.optim.AdamW``); the summary reports how far the curves are apart.
+(after a resident run; in the same formats) and, when torch is installed, with torch (autograd
+and ``torch.optim.AdamW``); the summary reports how far the curves are apart. The float64 and
+torch runs are float32's ideal whatever the formats.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._formats import NUMPY_DTYPES, PARAM_DTYPES, STATE_DTYPES
+from .._optim.optimizer import Optimizer
 from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
-from .demo_model import FrozenModel, loss_and_grads, make_dataset, make_model
-from .demo_output import curve_gap, plot_loss_curves, progress_bar
+from .demo_model import FrozenModel, loss_and_grads, make_dataset, make_model, train_reference
+from .demo_output import curve_gap, plot_loss_curves, print_summary, progress_bar
 
 Array = npt.NDArray[Any]
 
@@ -52,10 +56,26 @@ class DemoConfig:
     rule: str = "adamw"
     noise: float = 3e-3  # std of the target noise: the loss floor is about noise**2
     clip_grad_norm: float | None = 1.0  # on-device clipping by global norm (None: off), as HF Trainer
+    param_dtype: str = "float32"  # float16/bfloat16: the host path only (16-bit LoRA weights)
+    state_dtype: str = "float32"  # float32, bfloat16 or int8-blockwise optimizer state
+    stochastic_rounding: bool = False  # 16-bit params without an fp32 master copy
 
     @property
     def planted_rank(self) -> int:
         return max(1, self.rank // 2)
+
+    @property
+    def default_formats(self) -> bool:
+        return self.param_dtype == "float32" and self.state_dtype == "float32"
+
+    def formats_label(self) -> str:
+        """The storage formats in words, e.g. ``bfloat16 params (fp32 master), int8-blockwise state``."""
+        if self.param_dtype == "float32":
+            params = "float32 params"
+        else:
+            how = "stochastic rounding" if self.stochastic_rounding else "fp32 master"
+            params = f"{self.param_dtype} params ({how})"
+        return f"{params}, {self.state_dtype} state"
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +102,23 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--host", action="store_true", help="forward/backward in NumPy on the host, only the update on Vulkan"
+    )
+    parser.add_argument(
+        "--param-dtype",
+        choices=PARAM_DTYPES,
+        default=d.param_dtype,
+        help="LoRA weight dtype (default %(default)s; 16-bit runs on the host path)",
+    )
+    parser.add_argument(
+        "--state-dtype",
+        choices=STATE_DTYPES,
+        default=d.state_dtype,
+        help="optimizer state (default %(default)s)",
+    )
+    parser.add_argument(
+        "--stochastic-rounding",
+        action="store_true",
+        help="16-bit params take each update by stochastic rounding (no fp32 master copy)",
     )
     parser.add_argument(
         "--steps-per-submit",
@@ -115,11 +152,21 @@ def rule_hyper(cfg: DemoConfig) -> dict[str, Any]:
 
 
 def optimizer_options(cfg: DemoConfig) -> dict[str, Any]:
-    """The rule's hyperparameters plus the optimizer's options (on-device clipping)."""
+    """The rule's hyperparameters plus the optimizer's options (on-device clipping, formats)."""
     options = rule_hyper(cfg)
     if cfg.clip_grad_norm is not None:
         options["clip_grad_norm"] = cfg.clip_grad_norm
+    if cfg.state_dtype != "float32":
+        options["state_dtype"] = cfg.state_dtype
+    if cfg.stochastic_rounding:  # the optimizer refuses it for float32 params (ValueError)
+        options.update(stochastic_rounding=True, seed=cfg.seed)
     return options
+
+
+def memory_info(opt: Optimizer, elements: int) -> dict[str, Any]:
+    """The optimizer's resident device bytes by kind, and per LoRA parameter."""
+    memory = opt.memory_bytes()
+    return {"memory_bytes": memory, "bytes_per_param": memory["total"] / elements}
 
 
 def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
@@ -139,18 +186,28 @@ def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Gene
 def train_vk(
     cfg: DemoConfig, out: Path, *, device: str | None, checkpoint_every: int, resume: bool, progress: bool
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
+    """The host path: forward and backward in NumPy (float32), the update on Vulkan. With 16-bit
+    ``cfg.param_dtype`` the optimizer updates a 16-bit copy of the flat weights (the forward
+    reads them, exactly, as float32) and takes the float32 gradients rounded to that dtype."""
     adapter, model, data_rng = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
+    half: Array | None = None  # the 16-bit weights the optimizer updates (None: flat_params)
+    if cfg.param_dtype != "float32":
+        half = adapter.flat_params.astype(NUMPY_DTYPES[cfg.param_dtype])
+        opt = Optimizer([half], cfg.rule, device=device, **optimizer_options(cfg))
+    else:
+        opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
+    elements = int(adapter.flat_params.size)
     info: dict[str, Any] = {
         "path": "host",
         "device": opt.device.name,
         "tensors": adapter.tensor_count,
-        "elements": int(adapter.flat_params.size),
+        "elements": elements,
         "dispatches_per_step": opt.dispatches_per_step(),
+        **memory_info(opt, elements),
     }
     with opt:
         if resume and ckpt.exists():
@@ -163,12 +220,17 @@ def train_vk(
         bar = progress_bar(cfg.steps, start, progress, "vk-adam host path")
         t0 = time.perf_counter()
         for step in range(start, cfg.steps):
+            if half is not None:
+                adapter.flat_params[...] = half  # the forward and backward read the 16-bit weights
             loss = loss_and_grads(
                 model, adapter.weight, adapter.grad, adapter.scale, (x[step], y[step]), np.float32
             )
             losses.append(loss)
             opt.param_groups[0]["lr"] = lr_at(cfg, step)
-            update_lora_adapter(adapter, opt)
+            if half is not None:
+                opt.step([adapter.flat_grads.astype(half.dtype)])  # the gradient in the param dtype
+            else:
+                update_lora_adapter(adapter, opt)
             if checkpoint_every and (step + 1) % checkpoint_every == 0:
                 save_checkpoint(
                     ckpt,
@@ -180,41 +242,9 @@ def train_vk(
             bar(loss)
         info["train_seconds"] = time.perf_counter() - t0
         bar(None)
+    if half is not None:
+        adapter.flat_params[...] = half  # the final weights, for the PEFT files
     return adapter, losses, info
-
-
-def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
-    """The same run in float64 with the rule's NumPy reference (forward/backward in float64)."""
-    from .._rules.registry import default_registry
-
-    rule = default_registry().get(cfg.rule)
-    adapter, model, _ = fresh_run(cfg)
-    x, y = make_dataset(cfg, model)
-    params = adapter.flat_params.astype(np.float64)
-    grads = np.zeros_like(params)
-    slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
-
-    def view(flat: Array) -> Callable[[str, str], Array]:
-        def get(path: str, which: str) -> Array:
-            offset, shape = slices[(path, which)]
-            return flat[offset : offset + shape[0] * shape[1]].reshape(shape)
-
-        return get
-
-    hyper = {**rule.defaults, **rule_hyper(cfg)}
-    state = {s.name: np.full_like(params, s.initial_value) for s in rule.variant_for(hyper).state}
-    losses = []
-    bar = progress_bar(cfg.steps, 0, progress, "float64 reference")
-    for step in range(cfg.steps):
-        batch = (x[step], y[step])
-        losses.append(loss_and_grads(model, view(params), view(grads), adapter.scale, batch, np.float64))
-        if cfg.clip_grad_norm is not None:  # torch's clip_grad_norm_: g *= min(1, max / (norm + 1e-6))
-            grads *= min(1.0, cfg.clip_grad_norm / (float(np.linalg.norm(grads)) + 1e-6))
-        hyper["lr"] = lr_at(cfg, step)
-        rule.reference(params, grads, state, hyper, step + 1)
-        bar(losses[-1])
-    bar(None)
-    return losses
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -227,43 +257,76 @@ def config_json(cfg: DemoConfig, path: str) -> dict[str, Any]:
     return d
 
 
-def run_demo(args: argparse.Namespace) -> int:
+HOST_ONLY = "the resident example's shaders read float32 weights"
+NO_CHECKPOINTS = "LoRA checkpoints hold float32 params and state"
+
+
+def config_from_args(args: argparse.Namespace) -> DemoConfig:
     targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
     cfg = DemoConfig(
-        args.layers,
-        args.dim,
-        args.rank,
-        args.alpha,
-        targets,
-        args.steps,
-        args.lr,
-        args.weight_decay,
-        args.batch,
-        args.seed,
-        args.rule,
-        args.noise,
+        layers=args.layers,
+        dim=args.dim,
+        rank=args.rank,
+        alpha=args.alpha,
+        targets=targets,
+        steps=args.steps,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        batch=args.batch,
+        seed=args.seed,
+        rule=args.rule,
+        noise=args.noise,
+        param_dtype=args.param_dtype,
+        state_dtype=args.state_dtype,
+        stochastic_rounding=args.stochastic_rounding,
     )
     for name in ("layers", "dim", "rank", "steps", "batch"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name} must be >= 1")
     if args.steps_per_submit < 1:
         raise ValueError("--steps-per-submit must be >= 1")
+    if args.resume and not cfg.default_formats:
+        raise ValueError(f"--resume needs --param-dtype and --state-dtype float32 ({NO_CHECKPOINTS})")
+    return cfg
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.quiet
     started = time.perf_counter()
-    run = dict(
-        device=args.device, checkpoint_every=args.checkpoint_every, resume=args.resume, progress=progress
-    )
-    if args.host:
+    notes = []
+    host = args.host
+    if not host and cfg.param_dtype != "float32":
+        host = True  # 16-bit LoRA weights: the host path (the resident shaders read float32)
+        notes.append(f"--param-dtype {cfg.param_dtype} runs on the host path: {HOST_ONLY}")
+    checkpoint_every = args.checkpoint_every
+    if checkpoint_every and not cfg.default_formats:
+        checkpoint_every = 0
+        notes.append(f"no checkpoints with {cfg.formats_label()}: {NO_CHECKPOINTS}")
+    for note in notes:
+        print(f"vk-adam demo: {note}")
+    run = dict(device=args.device, checkpoint_every=checkpoint_every, resume=args.resume, progress=progress)
+    if host:
         adapter, losses, info = train_vk(cfg, out, **run)  # type: ignore[arg-type]
     else:
         from .demo_resident import train_resident
 
         adapter, losses, info = train_resident(cfg, out, per_submit=args.steps_per_submit, **run)  # type: ignore[arg-type]
     adapter.save_peft(out / "adapter")
-    curves = {"vk-adam (Vulkan, float32)": losses}
-    summary: dict[str, Any] = {"config": config_json(cfg, info["path"]), **info}
+    label = f"vk-adam (Vulkan, {cfg.formats_label()})"
+    curves = {label: losses}
+    summary: dict[str, Any] = {
+        "config": config_json(cfg, info["path"]),
+        **info,
+        "param_dtype": cfg.param_dtype,
+        "state_dtype": cfg.state_dtype,
+        "stochastic_rounding": cfg.stochastic_rounding,
+        "switched_to_host_path": host and not args.host,
+        "checkpoint_every": checkpoint_every,
+        "notes": notes,
+    }
     if not args.no_compare:
         compare(cfg, args, losses, curves, summary)
     summary["initial_loss"] = losses[0]
@@ -282,24 +345,11 @@ def run_demo(args: argparse.Namespace) -> int:
     plot_loss_curves(
         out / "loss_curve.png",
         curves,
-        f"LoRA r{cfg.rank}, {cfg.layers}x{len(targets)} modules ({adapter.tensor_count} tensors): {where}"
+        f"LoRA r{cfg.rank}, {cfg.layers}x{len(cfg.targets)} modules ({adapter.tensor_count} tensors): {where}"
         f"\n{info['device']}",
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(
-        f"{info['path']} path on {info['device']}  ({adapter.tensor_count} LoRA tensors, "
-        f"{info['elements']} elements, {info['dispatches_per_step']} update dispatch per step)"
-    )
-    print(f"loss: {losses[0]:.4e} -> {losses[-1]:.4e}  ({summary['loss_reduction']:.0f}x lower)")
-    for key, label in (
-        ("max_relative_gap_vs_host", "the host path"),
-        ("max_relative_gap_vs_float64_reference", "float64 reference"),
-        ("max_relative_gap_vs_torch", "torch"),
-    ):
-        if key in summary:
-            print(f"loss curve vs {label}: max relative gap {summary[key]:.2e}")
-    print(f"wrote {out / 'adapter'} (PEFT), {out / 'loss_curve.png'}, {out / 'summary.json'}")
-    print(f"took {summary['total_seconds']:.1f} s")
+    print_summary(cfg.formats_label(), summary, adapter.tensor_count, out)
     return 0
 
 

@@ -7,6 +7,7 @@ inputs ``x ~ N(0, I)`` and targets from the same network with a planted low-rank
 ``dW = U V^T`` (rank ``cfg.planted_rank``) on every module, plus noise; the adapter must recover
 ``dW``. Every batch of the run is drawn up front (``make_dataset``), so the host path, the float64
 reference, torch and the GPU-resident run (which uploads the whole set once) see the same data.
+``train_reference`` runs the demo in float64 with the update rule's NumPy reference.
 """
 
 from __future__ import annotations
@@ -111,3 +112,40 @@ def loss_and_grads(
             d = dz * (z > 0) if i > 0 else dz
         g = g + d
     return loss
+
+
+def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
+    """The demo's run in float64 with the rule's NumPy reference (forward/backward in float64):
+    float64 params and state whatever ``cfg``'s storage formats: the ideal they approximate."""
+    from .._rules.registry import default_registry
+    from .demo import fresh_run, lr_at, rule_hyper
+    from .demo_output import progress_bar
+
+    rule = default_registry().get(cfg.rule)
+    adapter, model, _ = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
+    params = adapter.flat_params.astype(np.float64)
+    grads = np.zeros_like(params)
+    slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
+
+    def view(flat: Array) -> Callable[[str, str], Array]:
+        def get(path: str, which: str) -> Array:
+            offset, shape = slices[(path, which)]
+            return flat[offset : offset + shape[0] * shape[1]].reshape(shape)
+
+        return get
+
+    hyper = {**rule.defaults, **rule_hyper(cfg)}
+    state = {s.name: np.full_like(params, s.initial_value) for s in rule.variant_for(hyper).state}
+    losses = []
+    bar = progress_bar(cfg.steps, 0, progress, "float64 reference")
+    for step in range(cfg.steps):
+        batch = (x[step], y[step])
+        losses.append(loss_and_grads(model, view(params), view(grads), adapter.scale, batch, np.float64))
+        if cfg.clip_grad_norm is not None:  # torch's clip_grad_norm_: g *= min(1, max / (norm + 1e-6))
+            grads *= min(1.0, cfg.clip_grad_norm / (float(np.linalg.norm(grads)) + 1e-6))
+        hyper["lr"] = lr_at(cfg, step)
+        rule.reference(params, grads, state, hyper, step + 1)
+        bar(losses[-1])
+    bar(None)
+    return losses

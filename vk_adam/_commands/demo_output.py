@@ -1,10 +1,11 @@
-"""What the demo shows and draws: the progress bar, the gap between two loss curves, and the
-loss-curve figure (``loss_curve.png``)."""
+"""What the demo shows and draws: the progress bar, the gap between two loss curves, the
+loss-curve figure (``loss_curve.png``) and the closing lines."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,17 +34,16 @@ def curve_gap(a: list[float], b: list[float]) -> float:
 
 
 def plot_loss_curves(path: Path, curves: dict[str, list[float]], title: str) -> None:
+    """The curves on a log scale (the first is vk-adam's run), and each other curve's relative
+    gap to the first."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax, gap) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    styles = {
-        "vk-adam (Vulkan, float32)": ("-", 2.2),
-        "float64 reference": ("--", 1.4),
-        "vk-adam host path": ("-.", 1.2),
-    }
+    first = next(iter(curves))
+    styles = {first: ("-", 2.2), "float64 reference": ("--", 1.4), "vk-adam host path": ("-.", 1.2)}
     for label, losses in curves.items():
         ls, lw = styles.get(label, (":", 1.6) if label.startswith("torch") else ("-", 1.0))
         ax.semilogy(range(1, len(losses) + 1), losses, ls, lw=lw, label=label)
@@ -51,7 +51,7 @@ def plot_loss_curves(path: Path, curves: dict[str, list[float]], title: str) -> 
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    ours = np.asarray(curves["vk-adam (Vulkan, float32)"])
+    ours = np.asarray(curves[first])
     for label, losses in curves.items():
         if label.startswith("vk-adam"):
             continue
@@ -65,3 +65,28 @@ def plot_loss_curves(path: Path, curves: dict[str, list[float]], title: str) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def print_summary(formats: str, summary: dict[str, Any], tensors: int, out: Path) -> None:
+    """The demo's closing lines on the terminal."""
+    print(
+        f"{summary['path']} path on {summary['device']}  ({tensors} LoRA tensors, "
+        f"{summary['elements']} elements, {summary['dispatches_per_step']} update dispatch per step)"
+    )
+    memory = summary["memory_bytes"]
+    kinds = ", ".join(f"{k} {v}" for k, v in memory.items() if k != "total" and v)
+    print(
+        f"{formats}: {summary['bytes_per_param']:.2f} resident bytes per param "
+        f"({memory['total']} bytes: {kinds})"
+    )
+    first, last = summary["initial_loss"], summary["final_loss"]
+    print(f"loss: {first:.4e} -> {last:.4e}  ({summary['loss_reduction']:.0f}x lower)")
+    for key, label in (
+        ("max_relative_gap_vs_host", "the host path"),
+        ("max_relative_gap_vs_float64_reference", "float64 reference"),
+        ("max_relative_gap_vs_torch", "torch"),
+    ):
+        if key in summary:
+            print(f"loss curve vs {label}: max relative gap {summary[key]:.2e}")
+    print(f"wrote {out / 'adapter'} (PEFT), {out / 'loss_curve.png'}, {out / 'summary.json'}")
+    print(f"took {summary['total_seconds']:.1f} s")

@@ -73,8 +73,18 @@ def train_resident(
     progress: bool,
     per_submit: int = 25,
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
-    from .demo import CHECKPOINT_NAME, config_json, fresh_run, lr_at, optimizer_options
+    from .demo import (
+        CHECKPOINT_NAME,
+        HOST_ONLY,
+        config_json,
+        fresh_run,
+        lr_at,
+        memory_info,
+        optimizer_options,
+    )
 
+    if cfg.param_dtype != "float32":
+        raise ValueError(f"the resident path takes float32 params ({HOST_ONLY}): use the host path")
     example = load_example()
     adapter, model, rng = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
@@ -98,6 +108,7 @@ def train_resident(
                 "elements": int(adapter.flat_params.size),
                 "dispatches_per_step": opt.dispatches_per_step(),
                 "steps_per_submission": per_submit,
+                **memory_info(opt, int(adapter.flat_params.size)),
             }
             if resume and ckpt.exists():
                 state = load_checkpoint(ckpt, adapter, opt, rng=rng, scheduler=sched)
