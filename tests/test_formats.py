@@ -380,3 +380,45 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
         g[17] = DTYPES[name].type(np.inf)
         assert opt.step([g]).skipped
         assert p.tobytes() == saved.tobytes()
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng):
+    """Values just either side of every decision threshold of the map, tiny values and values
+    near 1: the GPU's code is the nearest map value's, except within float32 rounding of a
+    threshold. Signed: SGD's momentum buffer (= the gradient on the first step); unsigned:
+    Adam's second moment (= 0.001 g**2), both with lr = 0."""
+    table = fmt.dynamic_map(signed).astype(np.float64)
+    thresholds = (table[:-1] + table[1:]) / 2
+    targets = np.concatenate([thresholds * (1 - 1e-5), thresholds * (1 + 1e-5), table])
+    targets = np.concatenate([targets, rng.uniform(-1, 1, 2000), 10.0 ** rng.uniform(-9, 0, 2000)])
+    targets = np.clip(targets if signed else np.abs(targets), -1.0, 1.0)
+    blocks = -(-targets.size // 255)
+    x = np.zeros((blocks, 256))
+    x[:, 0] = 1.0  # every block's absmax is 1, so the normalized value is the value itself
+    x.reshape(-1)[np.flatnonzero(np.arange(blocks * 256) % 256)[: targets.size]] = targets
+    x = x.reshape(-1)
+    if signed:
+        g = x.astype(np.float32)
+        with vk_adam.SGD(
+            [np.zeros(x.size, np.float32)], lr=0.0, momentum=0.9, state_dtype="int8-blockwise"
+        ) as opt:
+            opt.step([g])
+            state = opt.state_dict()["state"][0]
+        codes, stored = state["momentum_buffer"], g.astype(np.float64)
+    else:
+        g = np.sqrt(x).astype(np.float32)
+        with vk_adam.Adam([np.zeros(x.size, np.float32)], lr=0.0, state_dtype="int8-blockwise") as opt:
+            opt.step([g])
+            state = opt.state_dict()["state"][0]
+        codes = state["exp_avg_sq"]
+        v = 0.001 * g.astype(np.float64) ** 2
+        stored = v / np.repeat(v.reshape(blocks, 256).max(axis=1), 256)
+    nearest = np.searchsorted(thresholds, stored, side="right")
+    near_threshold = np.min(np.abs(stored[:, None] - thresholds[None, :]), axis=1) <= 1e-6 * np.maximum(
+        np.abs(stored), 1e-7
+    )
+    differs = codes.astype(int) != nearest
+    assert not np.any(differs & ~near_threshold), np.flatnonzero(differs & ~near_threshold)[:5]
+    assert np.all(np.abs(codes.astype(int) - nearest) <= 1)
+    assert np.count_nonzero(differs) <= np.count_nonzero(near_threshold)

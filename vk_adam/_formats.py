@@ -103,12 +103,6 @@ _MAPS = {True: dynamic_map(True), False: dynamic_map(False)}
 _THRESHOLDS = {k: thresholds(v) for k, v in _MAPS.items()}
 
 
-def quant_tables() -> F32:
-    """The table buffer the harness reads: signed map, signed thresholds, unsigned map,
-    unsigned thresholds (256 floats each)."""
-    return np.concatenate([_MAPS[True], _THRESHOLDS[True], _MAPS[False], _THRESHOLDS[False]])
-
-
 def zero_code(signed: bool) -> int:
     return int(np.flatnonzero(_MAPS[signed] == 0.0)[0])
 

@@ -216,9 +216,10 @@ def _check_format(
     label += f", hyper={dict(overrides)})"
     limit = max(1, int(allowed * n))
     worst = 0.0
-    kwargs = {"state_dtype": state_dtype, "stochastic_rounding": stochastic, "seed": int(rng.integers(2**32))}
-    with Optimizer([{"params": [p], **overrides}], rule, **kwargs) as opt:
-        ref = FormatReference(rule, options, form, seed=kwargs["seed"])
+    seed = int(rng.integers(2**32))
+    group = {"params": [p], **overrides}
+    with Optimizer([group], rule, state_dtype=state_dtype, stochastic_rounding=stochastic, seed=seed) as opt:
+        ref = FormatReference(rule, options, form, seed=seed)
         for step in range(1, steps + 1):
             before = opt.state_dict()["state"]
             ref.load(p, before[0] if before else None)

@@ -61,9 +61,8 @@ class DeviceGroups:
         self.rt, self.rule = rt, rule
         self.storage = storage or Storage()
         self.seed = self.storage.seed
-        # The quantization tables every 8-bit state buffer uses, and a stand-in for bindings a
-        # buffer set's formats leave unused (every binding the shader declares must be valid).
-        self.qtable = rt.buffer(fmt.quant_tables())
+        # A stand-in for bindings a buffer set's formats leave unused (every binding the
+        # shader declares must be valid).
         self.unused = rt.buffer(np.zeros(4, np.float32))
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
@@ -109,7 +108,7 @@ class DeviceGroups:
             spec = group.spec
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
-                tensors += [*absmax, bset.master or self.unused, self.qtable]
+                tensors += [*absmax, bset.master or self.unused]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
                 spec = (*spec, *padding, *bset.format.spec())
             update = self.rt.pipeline(

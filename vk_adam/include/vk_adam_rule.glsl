@@ -21,8 +21,6 @@
 //   bindings 3 .. 3+K-1    the rule's K state buffers, in the order the rule declares them
 //   bindings 3+K .. 3+2K-1 the fp32 absmax per block of each 8-bit state buffer (else unused)
 //   binding 3+2K           the fp32 master copy of a 16-bit param (else unused)
-//   binding 4+2K           the quantization tables: signed map, its thresholds, unsigned map,
-//                          its thresholds (256 floats each)
 // Push constants: uint n (element count), VK_ADAM_HYPER_COUNT floats (the rule's per-step values,
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
@@ -74,9 +72,6 @@ layout(std430, set = 0, binding = 2) readonly buffer status_block {
     float vk_adam_grad_scale;
 };
 VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
-layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
-    float vk_adam_qtable[];
-};
 
 layout(push_constant) uniform vk_adam_push_block {
     uint n;
@@ -188,41 +183,75 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 }
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
+// The dynamic map (vk_adam/_formats.py builds the same table for the host): decade i (0..6)
+// holds N = 2**i (signed map, per sign) or 2**(i+1) (unsigned) values at the centres of equal
+// steps over [0.1, 1] * 10**(i-6), plus 0 and 1 (and the signed map's mirror image). Codes are
+// indices into the ascending table; a value's code is its nearest map value. Both directions
+// are computed from that shape, with no table in memory.
 
-shared float vk_adam_tables[1024];  // copied from binding 4+2K when any state is 8-bit
 shared uint vk_adam_block_max[2][4 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
 
-// The code of x (x = value / absmax) in the map starting at table offset `off`: the nearest
-// map value, i.e. the number of thresholds <= x. The first guess comes from the map's shape
-// (decade, then an even step within it); the two loops make the result exact, whatever the guess.
+float vk_adam_decade_scale(int i) {  // 10**(i-6)
+    return exp2(float(i - 6) * 3.3219280949);
+}
+
+// The map value of magnitude index m = N - 1 + j (decade of N values, step j).
+float vk_adam_decade_value(uint m, bool signed_map) {
+    int e = findMSB(m + 1u);
+    float count = float(1u << e);
+    float j = float(m + 1u) - count;
+    return vk_adam_decade_scale(signed_map ? e : e - 1) * (0.1 + (j + 0.5) * 0.9 / count);
+}
+
+float vk_adam_dequantize(uint c, bool signed_map) {
+    if (c == 255u) return 1.0;
+    if (signed_map) {
+        if (c == 127u) return 0.0;
+        float v = vk_adam_decade_value(c >= 128u ? c - 128u : 126u - c, true);
+        return c >= 128u ? v : -v;
+    }
+    return c == 0u ? 0.0 : vk_adam_decade_value(c, false);
+}
+
+// The magnitude index of the map value nearest to a >= 0 (-1: zero, 255: one).
+int vk_adam_nearest_magnitude(float a, bool signed_map, bool allow_one) {
+    float n0 = signed_map ? 1.0 : 2.0;  // values in decade 0
+    if (a < 0.5e-6 * (0.1 + 0.45 / n0)) return -1;
+    if (allow_one && a >= 0.5 * (2.0 - 0.45 / (64.0 * n0))) return 255;
+    int i = clamp(int(floor(log2(a) * 0.30102999566)) + 7, 0, 6);  // a in [0.1, 1) * 10**(i-6)
+    float count = n0 * exp2(float(i));
+    float scale = vk_adam_decade_scale(i);
+    int j = int(clamp(floor((a / scale - 0.1) * count / 0.9), 0.0, count - 1.0));
+    // Between decades the nearest value may be the neighbour decade's end (this also
+    // corrects a decade guessed one off by log2's rounding).
+    if (j == int(count) - 1 && i < 6) {
+        float next_bottom = 10.0 * scale * (0.1 + 0.225 / count);
+        if (a >= 0.5 * (scale * (1.0 - 0.45 / count) + next_bottom)) {
+            return int(2.0 * count) - 1;
+        }
+    } else if (j == 0 && i > 0) {
+        float previous_top = 0.1 * scale * (1.0 - 0.9 / count);
+        if (a < 0.5 * (previous_top + scale * (0.1 + 0.45 / count))) {
+            return int(count) - 2;  // the last value of decade i-1
+        }
+    }
+    return int(count) - 1 + j;
+}
+
 uint vk_adam_quantize(float x, bool signed_map) {
-    uint off = signed_map ? 256u : 768u;  // the thresholds
-    float a = abs(x);
-    uint c;
-    if (a < 1e-7) {
-        c = signed_map ? 127u : 0u;
-    } else if (a >= 1.0) {
-        c = (signed_map && x < 0.0) ? 0u : 255u;
-    } else {
-        int i = clamp(int(floor(log2(a) * 0.30103)) + 6, 0, 6);
-        uint count = signed_map ? (1u << i) : (2u << i);
-        float t = (a * exp2(float(6 - i) * 3.3219281) - 0.1) * (float(count) / 0.9);
-        uint k = count - 1u + uint(clamp(t, 0.0, float(count - 1u)));
-        c = signed_map ? (x > 0.0 ? 128u + k : 126u - k) : k;
+    if (signed_map) {
+        int m = vk_adam_nearest_magnitude(abs(x), true, x > 0.0);
+        if (m < 0) return 127u;
+        if (m == 255) return 255u;
+        return x > 0.0 ? 128u + uint(m) : 126u - uint(m);
     }
-    while (c < 255u && x >= vk_adam_tables[off + c]) {
-        c++;
-    }
-    while (c > 0u && x < vk_adam_tables[off + c - 1u]) {
-        c--;
-    }
-    return c;
+    int m = vk_adam_nearest_magnitude(max(x, 0.0), false, true);
+    return m < 0 ? 0u : uint(m);
 }
 
 vec4 vk_adam_dequantize4(uint w, float amax, bool signed_map) {
-    uint off = signed_map ? 0u : 512u;
-    return amax * vec4(vk_adam_tables[off + (w & 0xFFu)], vk_adam_tables[off + ((w >> 8) & 0xFFu)],
-                       vk_adam_tables[off + ((w >> 16) & 0xFFu)], vk_adam_tables[off + (w >> 24)]);
+    return amax * vec4(vk_adam_dequantize(w & 0xFFu, signed_map), vk_adam_dequantize((w >> 8) & 0xFFu, signed_map),
+                       vk_adam_dequantize((w >> 16) & 0xFFu, signed_map), vk_adam_dequantize(w >> 24, signed_map));
 }
 
 uint vk_adam_quantize4(vec4 s, float amax, bool signed_map) {
@@ -359,10 +388,6 @@ void main() {
     bool any_int8 = false;
     for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
         any_int8 = any_int8 || vk_adam_state_format(k) >= 2u;
-    }
-    if (any_int8) {  // the same for every invocation: a specialization-constant condition
-        for (uint k = lid; k < 1024u; k += 256u) vk_adam_tables[k] = vk_adam_qtable[k];
-        barrier();
     }
     if (vk_adam_skip_step != 0u) {
         return;  // every invocation reads the same flag: no barrier below is left half-reached

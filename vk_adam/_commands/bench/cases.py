@@ -60,7 +60,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--cases",
         default="auto",
         help="comma-separated case names or groups (single, lora, tiny, all; train: whole training "
-        "steps of the demo model, a table of its own); 'auto' = all optimizer cases on a "
+        "steps of the demo model, and formats: 16-bit params and compressed state, each a table "
+        "of its own); 'auto' = all optimizer cases on a "
         f"GPU, the smaller ones on a software device. Cases: {names}",
     )
     parser.add_argument("--device", help="Vulkan device index or name substring")

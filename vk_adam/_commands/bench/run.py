@@ -62,6 +62,12 @@ def run_bench(args: argparse.Namespace) -> int:
         if not wanted:
             return 0
         args.cases = ",".join(wanted)
+    if "formats" in wanted:  # storage formats: a table of its own (formats.md, formats.json)
+        print(_run_formats(args, info.index, info.is_software))
+        wanted.remove("formats")
+        if not wanted:
+            return 0
+        args.cases = ",".join(wanted)
     cases = select_cases(args.cases, info.is_software)
     rt = Runtime(device=info.index)
     has_torch, has_cuda = _torch_available(), _cuda_available()
@@ -153,6 +159,21 @@ def run_bench(args: argparse.Namespace) -> int:
     print(table)
     print(f"\nwrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
     return 0
+
+
+def _run_formats(args: argparse.Namespace, device_index: int, software: bool) -> str:
+    """The storage-format table, with the device's copy bandwidth (a Vulkan copy shader, and
+    torch's copy when CUDA runs here: the better one) as the yardstick."""
+    from .formats import run_formats_bench
+
+    rt = Runtime(device=device_index)
+    try:
+        copy = vulkan_copy_bandwidth(rt, 2**22 if software else 2**26, 10) / 1e9
+    finally:
+        rt.close()
+    if not software and _cuda_available():
+        copy = max(copy, cuda_copy_bandwidth(2**28, 20) / 1e9)
+    return run_formats_bench(device_index, software, copy, args.repeats, args.warmup, Path(args.out))
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

@@ -1,0 +1,185 @@
+"""``vk-adam bench --cases formats``: one AdamW step of one large tensor in each storage format
+(16-bit params, bf16 and 8-bit blockwise state), against vk-adam's fp32 step and torch's fused
+AdamW (fp32, and bf16 params with bf16 state) on CUDA when it runs on the same machine.
+
+Reported per row: GPU time of the update dispatch (Vulkan timestamps; CUDA events for torch,
+steps back to back), the bytes one step actually moves per element, the effective bandwidth
+(those bytes over the GPU time) and its share of the device's copy bandwidth, resident bytes
+per param (``Optimizer.memory_bytes()``: param, gradient, master copy, state, block scales),
+and the time relative to vk-adam's fp32 step.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import _formats as fmt
+
+
+@dataclass(frozen=True)
+class FormatConfig:
+    label: str
+    param_dtype: str
+    stochastic_rounding: bool
+    state_dtype: str
+
+
+CONFIGS = (
+    FormatConfig("fp32 params, fp32 state", "float32", False, "float32"),
+    FormatConfig("fp32 params, bf16 state", "float32", False, "bfloat16"),
+    FormatConfig("fp32 params, int8 state", "float32", False, "int8-blockwise"),
+    FormatConfig("bf16 params + master, int8 state", "bfloat16", False, "int8-blockwise"),
+    FormatConfig("bf16 params (SR), bf16 state", "bfloat16", True, "bfloat16"),
+    FormatConfig("bf16 params (SR), int8 state", "bfloat16", True, "int8-blockwise"),
+    FormatConfig("fp16 params (SR), int8 state", "float16", True, "int8-blockwise"),
+)
+
+
+def bytes_per_element(cfg: FormatConfig) -> float:
+    """Bytes one AdamW step moves per element (gradient read, not zeroed; as torch's)."""
+    param = fmt.bytes_per_element(cfg.param_dtype)
+    moved = 2.0 * param + param  # param read + write, gradient read
+    if cfg.param_dtype != "float32" and not cfg.stochastic_rounding:
+        moved += 8.0  # the fp32 master copy, read + write
+    state = {"float32": 8.0, "bfloat16": 4.0, "int8-blockwise": 2.0 + 8.0 / fmt.BLOCK}[cfg.state_dtype]
+    return moved + 2 * state  # exp_avg and exp_avg_sq, each read + written
+
+
+def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, warmup: int) -> dict[str, Any]:
+    from ..._optim.optimizer import Optimizer
+
+    rng = np.random.default_rng(0)
+    dtype = fmt.NUMPY_DTYPES[cfg.param_dtype]
+    p = rng.standard_normal(n, dtype=np.float32).astype(dtype)
+    g = (rng.standard_normal(n, dtype=np.float32) * 1e-2).astype(dtype)
+    opt = Optimizer(
+        [p],
+        "adamw",
+        device=device_index,
+        zero_grad=False,
+        profile=True,
+        lr=1e-4,
+        state_dtype=cfg.state_dtype,
+        stochastic_rounding=cfg.stochastic_rounding,
+    )
+    try:
+        opt.step([g])  # uploads the gradient once; later steps read it on the device
+        for _ in range(warmup):
+            opt.step()
+        gpu = []
+        for _ in range(repeats):
+            opt.step()
+            assert opt.last_gpu_seconds is not None
+            gpu.append(opt.last_gpu_seconds)
+        mem = opt.memory_bytes()
+    finally:
+        opt.close()
+    resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
+    return {
+        "backend": "vk-adam",
+        "config": cfg.label,
+        "elements": n,
+        "gpu_ms": statistics.median(gpu) * 1e3,
+        "bytes_per_element": bytes_per_element(cfg),
+        "resident_bytes_per_param": resident / n,
+    }
+
+
+def bench_torch_formats(n: int, steps: int) -> list[dict[str, Any]]:
+    """torch fused AdamW on CUDA: fp32, and bf16 params with bf16 state (torch keeps state in
+    the param dtype); CUDA events around ``steps`` back-to-back steps."""
+    import torch
+
+    rows = []
+    for label, dtype, nbytes in (
+        ("torch fused AdamW, fp32", torch.float32, 28.0),
+        ("torch fused AdamW, bf16 params + bf16 state", torch.bfloat16, 14.0),
+    ):
+        p = torch.randn(n, device="cuda").to(dtype).requires_grad_()
+        p.grad = (torch.randn(n, device="cuda") * 1e-2).to(dtype)
+        opt = torch.optim.AdamW([p], lr=1e-4, fused=True)
+        for _ in range(3):
+            opt.step()
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(steps):
+            opt.step()
+        end.record()
+        torch.cuda.synchronize()
+        rows.append(
+            {
+                "backend": "torch-cuda",
+                "config": label,
+                "elements": n,
+                "gpu_ms": start.elapsed_time(end) / steps,
+                "bytes_per_element": nbytes,
+                # param, grad, exp_avg, exp_avg_sq in the param's dtype
+                "resident_bytes_per_param": 4.0 * (4 if dtype == torch.float32 else 2),
+            }
+        )
+        del opt, p
+        torch.cuda.empty_cache()
+    return rows
+
+
+def run_formats_bench(
+    device_index: int, software: bool, copy_gbps: float | None, repeats: int, warmup: int, out: Path
+) -> str:
+    from tqdm import tqdm
+
+    from .run import _cuda_available
+
+    sizes = (2**20, 2**22) if software else (2**24, 2**28)
+    cuda = not software and _cuda_available()
+    rows: list[dict[str, Any]] = []
+    jobs = [(cfg, n) for n in sizes for cfg in CONFIGS]
+    for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True):
+        try:
+            rows.append(bench_format(cfg, n, device_index, repeats, warmup))
+        except Exception as exc:  # one failed run must not lose the others
+            rows.append({"backend": "vk-adam", "config": cfg.label, "elements": n, "note": f"failed: {exc}"})
+    if cuda:
+        for n in sizes:
+            rows += bench_torch_formats(n, 50)
+    for row in rows:
+        if "gpu_ms" not in row:
+            continue
+        base = next(
+            (r for r in rows if r["config"] == CONFIGS[0].label and r["elements"] == row["elements"]), None
+        )
+        row["vs_vk_fp32"] = row["gpu_ms"] / base["gpu_ms"] if base and "gpu_ms" in base else None
+        row["GBps"] = row["bytes_per_element"] * row["elements"] / (row["gpu_ms"] * 1e-3) / 1e9
+        row["copy_fraction"] = row["GBps"] / copy_gbps if copy_gbps else None
+    report = {"copy_GBps": copy_gbps, "rows": rows}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "formats.json").write_text(json.dumps(report, indent=2))
+    table = format_table(report)
+    (out / "formats.md").write_text(table + "\n")
+    return table
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = [
+        "| elements | format | GPU ms | vs vk fp32 | bytes/elem | GB/s | of copy BW | resident B/param |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["rows"]:
+        if "gpu_ms" not in r:
+            lines.append(f"| {r['elements']:,} | {r['config']} | {r.get('note', '')} | | | | | |")
+            continue
+        ratio = f"{r['vs_vk_fp32']:.2f}x" if r.get("vs_vk_fp32") else ""
+        share = f"{100 * r['copy_fraction']:.0f}%" if r.get("copy_fraction") else ""
+        name = r["config"] if r["backend"] == "vk-adam" else f"*{r['config']}*"
+        lines.append(
+            f"| {r['elements']:,} | {name} | {r['gpu_ms']:.3f} | {ratio} | {r['bytes_per_element']:.2f} "
+            f"| {r['GBps']:.0f} | {share} | {r['resident_bytes_per_param']:.2f} |"
+        )
+    return "\n".join(lines)
