@@ -131,7 +131,13 @@ def bench_torch_formats(n: int, steps: int) -> list[dict[str, Any]]:
 
 
 def run_formats_bench(
-    device_index: int, software: bool, copy_gbps: float | None, repeats: int, warmup: int, out: Path
+    device_index: int,
+    software: bool,
+    copy_gbps: float | None,
+    repeats: int,
+    warmup: int,
+    out: Path,
+    quiet: bool = False,
 ) -> str:
     from tqdm import tqdm
 
@@ -141,7 +147,7 @@ def run_formats_bench(
     cuda = not software and _cuda_available()
     rows: list[dict[str, Any]] = []
     jobs = [(cfg, n) for n in sizes for cfg in CONFIGS]
-    for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True):
+    for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True, disable=quiet):
         try:
             rows.append(bench_format(cfg, n, device_index, repeats, warmup))
         except Exception as exc:  # one failed run must not lose the others

@@ -173,7 +173,9 @@ def _run_formats(args: argparse.Namespace, device_index: int, software: bool) ->
         rt.close()
     if not software and _cuda_available():
         copy = max(copy, cuda_copy_bandwidth(2**28, 20) / 1e9)
-    return run_formats_bench(device_index, software, copy, args.repeats, args.warmup, Path(args.out))
+    return run_formats_bench(
+        device_index, software, copy, args.repeats, args.warmup, Path(args.out), quiet=args.quiet
+    )
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
