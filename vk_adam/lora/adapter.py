@@ -20,15 +20,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .. import _formats as fmt
 from .._errors import OptimizerClosedError
 from .._inputs import convert_float_or_refuse
 from .._optim.optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 from .._runtime import Runtime
 
 Array = npt.NDArray[Any]
-
-
 F32 = npt.NDArray[np.float32]
+#: The dtypes an adapter's weights (and gradients) can have.
+ADAPTER_DTYPES = fmt.PARAM_DTYPES
 
 #: Module path of target ``module`` in layer ``layer`` (Llama-style names, as PEFT writes them).
 DEFAULT_PATH_TEMPLATE = "model.layers.{layer}.self_attn.{module}"
@@ -57,8 +58,20 @@ def _align(n: int) -> int:
     return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
 
 
+def adapter_dtype(dtype: Any) -> str:
+    """``"float32"``, ``"float16"`` or ``"bfloat16"`` for a name or NumPy dtype; else ValueError."""
+    try:
+        name = dtype if isinstance(dtype, str) else fmt.dtype_name(dtype)
+    except TypeError:
+        name = None
+    if name not in ADAPTER_DTYPES:
+        raise ValueError(f"a LoRA adapter's dtype must be one of {list(ADAPTER_DTYPES)} (got {dtype!r})")
+    return name
+
+
 class LoRAAdapter:
-    """All LoRA A/B tensors of a model in one aligned flat float32 buffer (plus gradients)."""
+    """All LoRA A/B tensors of a model in one aligned flat buffer (plus gradients), of
+    ``dtype`` float32 (default), float16 or bfloat16 (``ml_dtypes.bfloat16``)."""
 
     def __init__(
         self,
@@ -67,7 +80,9 @@ class LoRAAdapter:
         alpha: float,
         use_rslora: bool = False,
         target_modules: Sequence[str] | None = None,
+        dtype: Any = "float32",
     ) -> None:
+        self._dtype = adapter_dtype(dtype)
         if not modules:
             raise ValueError("a LoRA adapter needs at least one module")
         paths = [m.path for m in modules]
@@ -92,8 +107,8 @@ class LoRAAdapter:
             for which, shape in (("A", m.a_shape), ("B", m.b_shape)):
                 self._offsets[(m.path, which)] = (offset, shape)
                 offset += _align(shape[0] * shape[1])
-        self.flat_params: F32 = np.zeros(offset, np.float32)
-        self.flat_grads: F32 = np.zeros(offset, np.float32)
+        self.flat_params: Array = np.zeros(offset, fmt.NUMPY_DTYPES[self._dtype])
+        self.flat_grads: Array = np.zeros(offset, fmt.NUMPY_DTYPES[self._dtype])
         #: The weights on the application's device, after ``optimizer(manager=...)``.
         self.device_params: Any = None
         self._runtime: Any = None  # the Runtime on the application's manager, once on the device
@@ -114,10 +129,13 @@ class LoRAAdapter:
         path_template: str = DEFAULT_PATH_TEMPLATE,
         rng: np.random.Generator | None = None,
         features: Mapping[str, tuple[int, int]] | None = None,
+        dtype: Any = "float32",
     ) -> LoRAAdapter:
         """A fresh adapter: A Kaiming-uniform (as PEFT: ``a = sqrt(5)``), B zeros.
 
         ``features`` optionally maps a target module name to its own ``(in, out)``.
+        ``dtype``: of the weights and gradients, ``"float32"``, ``"float16"`` or ``"bfloat16"``
+        (or such a NumPy dtype); 16-bit adapters are stepped on the host path (no ``manager``).
         """
         if layers < 1:
             raise ValueError(f"layers must be >= 1 (got {layers})")
@@ -129,13 +147,14 @@ class LoRAAdapter:
             for name in target_modules:
                 fin, fout = (features or {}).get(name, (in_features, out_features))
                 modules.append(LoRAModule(path_template.format(layer=layer, module=name), fin, fout, rank))
-        adapter = cls(modules, alpha=alpha, use_rslora=use_rslora, target_modules=target_modules)
+        adapter = cls(modules, alpha=alpha, use_rslora=use_rslora, target_modules=target_modules, dtype=dtype)
         adapter.reset_parameters(rng)
         return adapter
 
     def reset_parameters(self, rng: np.random.Generator | None = None) -> None:
         """A ~ Kaiming-uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)), as torch's Linear and
-        PEFT's default init; B = 0, so the adapted model starts equal to the base model."""
+        PEFT's default init; B = 0, so the adapted model starts equal to the base model. A is
+        drawn in float32 and rounded (nearest-even) to the adapter's dtype."""
         rng = rng if rng is not None else np.random.default_rng()
         for m in self.modules:
             bound = 1.0 / math.sqrt(m.in_features)  # gain sqrt(2/(1+5)) * sqrt(3/in)
@@ -143,6 +162,11 @@ class LoRAAdapter:
             self.weight(m.path, "B")[...] = 0.0
 
     # -- access ------------------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> str:
+        """The dtype of the weights and gradients: "float32", "float16" or "bfloat16"."""
+        return self._dtype
 
     @property
     def scale(self) -> float:
@@ -154,7 +178,7 @@ class LoRAAdapter:
         """How many LoRA tensors (an A and a B per module) the flat buffer holds."""
         return 2 * len(self.modules)
 
-    def _view(self, flat: F32, path: str, which: str) -> F32:
+    def _view(self, flat: Array, path: str, which: str) -> Array:
         try:
             offset, shape = self._offsets[(path, which)]
         except KeyError:
@@ -163,15 +187,15 @@ class LoRAAdapter:
             ) from None
         return flat[offset : offset + shape[0] * shape[1]].reshape(shape)
 
-    def weight(self, path: str, which: str) -> F32:
+    def weight(self, path: str, which: str) -> Array:
         """The A or B weight of a module: a view into ``flat_params`` (writes go through)."""
         return self._view(self.flat_params, path, which)
 
-    def grad(self, path: str, which: str) -> F32:
+    def grad(self, path: str, which: str) -> Array:
         """The gradient of A or B: a view into ``flat_grads``; write gradients here."""
         return self._view(self.flat_grads, path, which)
 
-    def named_tensors(self) -> dict[str, F32]:
+    def named_tensors(self) -> dict[str, Array]:
         """PEFT key -> weight view, e.g. ``base_model.model.<path>.lora_A.weight``."""
         return {
             f"{PEFT_PREFIX}{m.path}.lora_{which}.weight": self.weight(m.path, which)
@@ -187,8 +211,9 @@ class LoRAAdapter:
         }
 
     def delta(self, path: str) -> F32:
-        """The weight change this adapter applies to a module: ``scale * B @ A``."""
-        return (self.scale * (self.weight(path, "B") @ self.weight(path, "A"))).astype(np.float32)
+        """The weight change this adapter applies to a module: ``scale * B @ A``, in float32."""
+        b, a = (self.weight(path, w).astype(np.float32) for w in ("B", "A"))
+        return (self.scale * (b @ a)).astype(np.float32)
 
     # -- optimisation ------------------------------------------------------------------------
 
@@ -199,10 +224,18 @@ class LoRAAdapter:
         (``device_params``) and stay there: the application's shaders write gradients straight
         into ``opt.grad_buffer()`` (the layout of ``flat_grads``, offsets from :meth:`slices`),
         ``update_lora_adapter(adapter, opt)`` steps with no host copy, and :meth:`pull_params`
-        brings the weights back (PEFT saves and checkpoints do that themselves).
+        brings the weights back (PEFT saves and checkpoints do that themselves). On-device
+        adapters are float32 (a 16-bit one with ``manager`` raises ValueError); without
+        ``manager``, ``flat_params`` is stepped in place in the adapter's dtype. ``kwargs`` go to
+        :class:`Optimizer` (hyperparameters, ``state_dtype``, ``stochastic_rounding``, ...).
         """
         if manager is None:
             return Optimizer([self.flat_params], rule, **kwargs)
+        if self._dtype != "float32":
+            raise ValueError(
+                f"this adapter is {self._dtype}, but on-device adapters (manager=) are float32: 16-bit "
+                "adapters use the host path (manager=None), or create the adapter with dtype='float32'"
+            )
         self._runtime = Runtime(manager=manager)
         self.device_params = self._runtime.buffer(self.flat_params)
         self.push_params()
@@ -235,11 +268,14 @@ class LoRAAdapter:
         return save_peft(self, directory)
 
     @classmethod
-    def load_peft(cls, directory: str | Path) -> LoRAAdapter:
-        """Read a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError."""
+    def load_peft(cls, directory: str | Path, *, dtype: Any = None) -> LoRAAdapter:
+        """Read a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError.
+
+        The adapter's dtype is the file's (F16, BF16 or F32; float32 for mixed dtypes), or
+        ``dtype`` when given (values converted, nearest-even)."""
         from .peft import load_peft
 
-        return load_peft(directory, cls)
+        return load_peft(directory, cls, dtype=dtype)
 
     def same_layout(self, other: LoRAAdapter) -> bool:
         """True when both adapters have the same modules, shapes, alpha and scale rule."""
@@ -252,7 +288,7 @@ class LoRAAdapter:
     def __repr__(self) -> str:
         return (
             f"LoRAAdapter({len(self.modules)} modules, {self.tensor_count} tensors, rank={self.rank}, "
-            f"alpha={self.alpha}, {self.flat_params.size} elements)"
+            f"alpha={self.alpha}, dtype={self._dtype}, {self.flat_params.size} elements)"
         )
 
 
@@ -270,12 +306,13 @@ def update_lora_adapter(
     (for a device-resident adapter: those in ``opt.grad_buffer()``). Gradients are consumed: the
     flat gradient buffer is zeroed afterwards when the optimizer zeroes gradients.
 
-    Every gradient is checked before any is written, with :meth:`Optimizer.step`'s rules:
-    float32 is used as is; other float dtypes (torch's bfloat16 included) are converted with a
-    warning; integer, bool, complex, string and object arrays, and torch tensors that require
-    grad, raise TypeError; an unknown key or a wrong shape raises ValueError. A closed optimizer
-    raises OptimizerClosedError, also before anything is written. If the step itself raises,
-    the gradients written are taken back: a call that raises changes nothing.
+    Every gradient is checked before any is written, with :meth:`Optimizer.step`'s rules: the
+    adapter's dtype (``adapter.dtype``) is used as is; other float dtypes (NumPy's or torch's)
+    are converted to it (nearest-even) with a warning; integer, bool, complex, string and object
+    arrays, and torch tensors that require grad, raise TypeError; an unknown key or a wrong
+    shape raises ValueError. A closed optimizer raises OptimizerClosedError, also before
+    anything is written. If the step itself raises, the gradients written are taken back: a
+    call that raises changes nothing.
     """
     if optimizer.closed:
         raise OptimizerClosedError("this optimizer was closed; create a new one")
@@ -310,8 +347,8 @@ def _steps_adapter(adapter: LoRAAdapter, optimizer: Optimizer) -> bool:
     return on_device
 
 
-def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple[int, F32]]:
-    """Every gradient of ``grads`` checked and made float32: (flat offset, flattened values).
+def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple[int, Array]]:
+    """Every gradient of ``grads`` checked and made ``adapter.dtype``: (flat offset, flattened values).
 
     Nothing is written here, so a bad gradient at any key leaves the flat buffer as it was.
     """
@@ -323,10 +360,10 @@ def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple
     unknown = sorted((key for key in grads if key not in slices), key=repr)
     if unknown:
         raise ValueError(f"gradients for unknown LoRA tensors: {unknown[:5]}")
-    out: list[tuple[int, F32]] = []
+    out: list[tuple[int, Array]] = []
     for key, value in grads.items():
         offset, shape = slices[key]
-        array = _grad_array(key, value, shape)
+        array = _grad_array(key, value, shape, adapter.dtype)
         if np.may_share_memory(array, adapter.flat_grads):
             # A view of the flat buffer itself (say, another key's slice): read it before any
             # write can overwrite it.
@@ -335,30 +372,28 @@ def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple
     return out
 
 
-def _grad_array(key: str, value: Any, shape: tuple[int, int]) -> F32:
-    """One gradient as a float32 array of ``shape``, under the dtype rules of Optimizer.step."""
+def _grad_array(key: str, value: Any, shape: tuple[int, int], dtype: str) -> Array:
+    """One gradient as an array of ``shape`` and ``dtype``, under the dtype rules of Optimizer.step."""
     torch = sys.modules.get("torch")  # a torch tensor can only exist if torch was imported
     if torch is not None and isinstance(value, torch.Tensor):
         if value.requires_grad:
             raise TypeError(f"gradient for {key} is a torch tensor that requires grad; pass tensor.detach()")
         if tuple(value.shape) != shape:
             raise ValueError(f"gradient for {key} has shape {tuple(value.shape)}; expected {shape}")
-        if value.dtype != torch.float32:
-            convert_float_or_refuse(
-                f"gradient for {key}", value.dtype, value.is_floating_point(), stacklevel=4
-            )
-            value = value.to(torch.float32)
-        array: Array = value.cpu().numpy()
-        return array
+        if value.dtype != getattr(torch, dtype):
+            is_float = value.is_floating_point()
+            convert_float_or_refuse(f"gradient for {key}", value.dtype, is_float, stacklevel=4, to=dtype)
+            value = value.to(getattr(torch, dtype))
+        value = value.cpu()  # NumPy has no torch bfloat16: the same bits, as ml_dtypes' bfloat16
+        value = value.view(torch.int16).numpy().view(fmt.BFLOAT16) if dtype == "bfloat16" else value.numpy()
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"gradient for {key} is not an array ({exc}); expected float32 {shape}") from None
+        raise TypeError(f"gradient for {key} is not an array ({exc}); expected {dtype} {shape}") from None
     if array.shape != shape:
         raise ValueError(f"gradient for {key} has shape {array.shape}; expected {shape}")
-    if array.dtype != np.float32:
-        convert_float_or_refuse(
-            f"gradient for {key}", array.dtype, np.issubdtype(array.dtype, np.floating), stacklevel=4
-        )
-        array = array.astype(np.float32)
+    if array.dtype != fmt.NUMPY_DTYPES[dtype]:
+        is_float = np.issubdtype(array.dtype, np.floating) or array.dtype == fmt.BFLOAT16
+        convert_float_or_refuse(f"gradient for {key}", array.dtype, is_float, stacklevel=4, to=dtype)
+        array = array.astype(fmt.NUMPY_DTYPES[dtype])
     return array

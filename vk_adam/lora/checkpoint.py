@@ -2,9 +2,11 @@
 learning-rate schedule.
 
 The public door of the checkpoint modules: :func:`save_checkpoint` writes one sealed file
-(:mod:`.checkpoint_format`), atomically (:mod:`.atomic_io`), with the optimizer's state by
-parameter name (:mod:`.torch_state`); :func:`load_checkpoint` applies a file only once
-:mod:`.checkpoint_verify` has checked all of it, so a bad file changes nothing.
+(:mod:`.checkpoint_format`), atomically (:mod:`.atomic_io`), with the adapter's weights in its
+dtype and the optimizer's state by parameter name, as the optimizer stores it (float32,
+bfloat16, or 8-bit codes with their block maxima; the fp32 master copy of 16-bit weights);
+:func:`load_checkpoint` applies a file only once :mod:`.checkpoint_verify` has checked all of
+it, so a bad file changes nothing.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import numpy as np
 
 from .._errors import OptimizerClosedError
 from .._optim.optimizer import Optimizer
+from .._optim.state_dict import ABSMAX_SUFFIX
 from ..schedules import LRScheduler
 from .adapter import Array, LoRAAdapter, _steps_adapter
 from .atomic_io import _atomic_write, _remove_orphaned_temp_files
 from .checkpoint_format import _CHECKSUM_PLACEHOLDER, CHECKPOINT_FORMAT, CHECKSUM_KEY, _seal
-from .checkpoint_verify import _verify_checkpoint
+from .checkpoint_verify import _storage_of, _verify_checkpoint
 from .errors import CheckpointError
-from .torch_state import _state_by_name
 
 
 def save_checkpoint(
@@ -45,18 +47,21 @@ def save_checkpoint(
     A SHA-256 of the whole file (metadata included) is stored in it; :func:`load_checkpoint`
     verifies it. Temp files left by an earlier, interrupted save of ``path`` are removed.
     ``extra`` must be JSON-serialisable.
+
+    Weights are saved in the adapter's dtype and the optimizer's state as it stores it
+    (``state_dtype``; 8-bit codes per key plus ``absmax/<name>`` over the whole buffer; the fp32
+    master copy of 16-bit weights as ``state/master_param/<key>``), with its storage options and
+    rounding seed: a load restores all of it bit for bit.
     """
     from safetensors.numpy import save
 
     _steps_adapter(adapter, optimizer)
     _check_scheduler(scheduler, optimizer)
-    step, state = _state_by_name(adapter, optimizer)
+    storage = _storage_of(optimizer)
+    step, tensors = _state_tensors(adapter, optimizer)
     adapter.pull_params()
-    tensors: dict[str, Array] = {}
     for key, weight in adapter.named_tensors().items():
         tensors[f"param/{key}"] = np.ascontiguousarray(weight)
-        for name, value in state.get(key, {}).items():
-            tensors[f"state/{name}/{key}"] = value
     # initial_lr is the scheduler's (its base_lrs), saved with it, not a hyperparameter.
     group = {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "initial_lr")}
     meta = {
@@ -65,6 +70,8 @@ def save_checkpoint(
         "step": step,
         "hyperparameters": group,
         "adapter": adapter.peft_config(),
+        "dtype": adapter.dtype,
+        "storage": storage.meta(),
         "modules": [[m.path, m.in_features, m.out_features, m.rank] for m in adapter.modules],
         "rng": rng.bit_generator.state if rng is not None else None,
         "extra": dict(extra or {}),
@@ -77,6 +84,25 @@ def save_checkpoint(
     path = Path(path)
     _atomic_write(path, _seal(save(tensors, metadata=metadata)))
     return path
+
+
+def _state_tensors(adapter: LoRAAdapter, optimizer: Optimizer) -> tuple[int, dict[str, Array]]:
+    """The step and the optimizer's state as checkpoint tensors, in its stored formats: each
+    state cut into ``state/<name>/<key>``, 8-bit block maxima whole as ``absmax/<name>``."""
+    entry = optimizer.state_dict()["state"].get(0)
+    if entry is None:
+        return 0, {}
+    tensors: dict[str, Array] = {}
+    for name, value in entry.items():
+        if name == "step":
+            continue
+        if name.endswith(ABSMAX_SUFFIX):
+            tensors[f"absmax/{name.removesuffix(ABSMAX_SUFFIX)}"] = np.ascontiguousarray(value)
+            continue
+        flat = np.asarray(value).reshape(-1)
+        for key, (offset, shape) in adapter.slices().items():
+            tensors[f"state/{name}/{key}"] = flat[offset : offset + shape[0] * shape[1]].reshape(shape).copy()
+    return int(entry["step"]), tensors
 
 
 def _check_scheduler(scheduler: Any, optimizer: Optimizer) -> None:
@@ -122,8 +148,11 @@ def load_checkpoint(
 
     Everything is verified before anything changes: the whole-file checksum, then the format,
     rule, step, hyperparameters (valid, and selecting the optimizer's shader), the LoRA rank,
-    ``lora_alpha`` and ``use_rslora`` (the adapter's scale), the module layout, the name, dtype
-    and shape of every tensor, the RNG state (it must be for ``rng``'s bit generator; a
+    ``lora_alpha`` and ``use_rslora`` (the adapter's scale), the module layout, the adapter's
+    dtype (it must be the saved one), the optimizer's ``state_dtype`` (the saved one; float32
+    state also loads into a bfloat16 or 8-bit optimizer, converted as ``load_state_dict``
+    converts it) and ``stochastic_rounding`` (the saved one), the name, dtype and shape of
+    every tensor, the RNG state (it must be for ``rng``'s bit generator; a
     checkpoint saved without one cannot restore ``rng``) and the schedule state. A checkpoint
     saved with ``scheduler=`` must be loaded with a scheduler of the same kind on ``optimizer``
     (its ``last_epoch``, ``base_lrs``, settings and each group's lr are restored; resuming
@@ -131,8 +160,9 @@ def load_checkpoint(
     scheduler: either mismatch is a :class:`CheckpointError`. A truncated, corrupted or
     mismatched file raises :class:`CheckpointError`, and then the adapter's weights, the
     optimizer's state, step and hyperparameters, ``rng`` and ``scheduler`` are exactly as they
-    were. Files of format ``vk-adam-checkpoint/1`` (whose checksum did not cover their
-    metadata) are refused.
+    were. The saved rounding seed is restored with the state, so a resumed run with stochastic
+    rounding is bit-identical to an uninterrupted one. Files of format ``vk-adam-checkpoint/1``
+    (whose checksum did not cover their metadata) are refused.
     Temp files left by an interrupted save of ``path`` are removed.
 
     A closed optimizer raises OptimizerClosedError; an optimizer that was not made by
@@ -152,13 +182,18 @@ def load_checkpoint(
         # A file whose checksum matches but whose content breaks a rule no check above names
         # (a hand-made file, or a bug): still the one documented error, and nothing changed.
         raise CheckpointError(f"{path} is malformed ({type(exc).__name__}: {exc})") from exc
-    # Verified: apply. The optimizer's load goes first (it is all-or-nothing itself); the rest
-    # cannot fail on the checkpoint's content.
+    # Verified: apply. The weights go first (a 16-bit adapter's master copy, at step 0, is made
+    # from them), then the optimizer's load, all-or-nothing itself: if it refuses, the weights
+    # are put back. The rest cannot fail on the checkpoint's content.
+    previous = adapter.flat_params.copy()
+    adapter.flat_params[...] = verified.flat_params
     try:
         optimizer.load_state_dict(verified.state_dict)
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: the optimizer refused its state ({exc})") from exc
-    adapter.flat_params[...] = verified.flat_params
+    except BaseException as exc:
+        adapter.flat_params[...] = previous
+        if isinstance(exc, (TypeError, ValueError)):
+            raise CheckpointError(f"{path}: the optimizer refused its state ({exc})") from exc
+        raise
     adapter.push_params()
     if rng is not None and verified.rng_state is not None:  # verified: not None when rng is given
         rng.bit_generator.state = verified.rng_state

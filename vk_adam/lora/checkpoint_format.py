@@ -22,12 +22,17 @@ Array = npt.NDArray[Any]
 
 # -- checkpoints ---------------------------------------------------------------------------------
 #
-# A checkpoint is a safetensors file: tensors ``param/<peft key>`` and ``state/<name>/<peft key>``
-# (float32), and two metadata entries: ``vk_adam`` (JSON: format, rule, step, hyperparameters,
-# LoRA config, module layout, RNG state, extra, and the scheduler's state dict or null; a file
-# without that key, written before schedules existed, reads as null) and ``vk_adam_sha256``, the
-# SHA-256 of the whole file as written with those 64 hex digits set to "0". The checksum so
-# covers every byte that loading reads: the header, both metadata entries and all tensor data.
+# A checkpoint is a safetensors file: tensors ``param/<peft key>`` (in the adapter's dtype: F32,
+# F16 or BF16) and ``state/<name>/<peft key>`` (as the optimizer stores that state: F32, BF16, or
+# U8 8-bit codes; ``state/master_param/<peft key>``, F32, is the master copy of 16-bit weights),
+# ``absmax/<name>`` (F32, the block maxima of 8-bit state ``name`` over the whole flat buffer),
+# and two metadata entries: ``vk_adam`` (JSON: format, rule, step, hyperparameters, LoRA config,
+# module layout, RNG state, extra, the scheduler's state dict or null, the adapter's ``dtype``
+# and the optimizer's ``storage``: state_dtype, stochastic_rounding, seed; a file without one of
+# the last three keys, written before it existed, reads as null, "float32" and float32 storage)
+# and ``vk_adam_sha256``, the SHA-256 of the whole file as written with those 64 hex digits set
+# to "0". The checksum so covers every byte that loading reads: the header, both metadata
+# entries and all tensor data.
 
 #: The format this version writes, and the only one it loads.
 CHECKPOINT_FORMAT = "vk-adam-checkpoint/2"
@@ -82,7 +87,7 @@ def _seal(data: bytes) -> bytes:
 
 def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, Array]]:
     """The metadata and tensors of a checkpoint file whose whole-file checksum matches."""
-    from safetensors.numpy import load
+    from .peft import read_safetensors  # safetensors.numpy cannot read BF16
 
     try:
         data = path.read_bytes()
@@ -121,7 +126,7 @@ def _read_verified(path: Path) -> tuple[dict[str, Any], dict[str, Array]]:
     meta = json.loads(raw_meta)
     if not isinstance(meta, dict):
         raise CheckpointError(f"{path}: its metadata is not a JSON object")
-    return meta, load(data)
+    return meta, read_safetensors(data)
 
 
 def _unverified_format(data: bytes) -> str | None:

@@ -2,9 +2,11 @@
 
 A file whose checksum matches (:mod:`.checkpoint_format`) is checked here against the adapter,
 the optimizer, the generator and the scheduler it is loaded into: format, rule, step, LoRA
-config, module layout, hyperparameters, RNG state, schedule state, and the name, dtype and shape
-of every tensor. The result, a :class:`_VerifiedCheckpoint`, can be applied without failing on
-its content. Kept apart from :mod:`.checkpoint` so that the public save and load read in a page.
+config, module layout, hyperparameters, the adapter's dtype and the optimizer's storage
+(``state_dtype``, ``stochastic_rounding``), RNG state, schedule state, and the name, dtype and
+shape of every tensor. The result, a :class:`_VerifiedCheckpoint`, can be applied without
+failing on its content. Kept apart from :mod:`.checkpoint` so that the public save and load
+read in a page.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import _formats as fmt
 from .._optim.optimizer import Optimizer
+from .._optim.state_dict import ABSMAX_SUFFIX, MASTER_KEY
+from .._optim.storage import blocks
 from ..schedules import LRScheduler
-from .adapter import F32, LoRAAdapter
+from .adapter import Array, LoRAAdapter
 from .checkpoint_format import CHECKPOINT_FORMAT, _read_verified
 from .errors import CheckpointError
 
@@ -32,7 +37,7 @@ class _VerifiedCheckpoint:
 
     step: int
     state_dict: dict[str, Any]
-    flat_params: F32
+    flat_params: Array
     rng_state: dict[str, Any] | None
     extra: dict[str, Any]
     scheduler_state: dict[str, Any] | None = None
@@ -72,19 +77,26 @@ def _verify_checkpoint(
             "or different shapes)"
         )
     options = _verify_hyperparameters(path, optimizer, meta["hyperparameters"])
+    storage = _storage_of(optimizer)
+    saved_state_dtype, seed = _verify_storage(
+        path, adapter, storage, meta.get("dtype", "float32"), meta.get("storage")
+    )
     rng_state = _verify_rng_state(path, meta.get("rng"), rng)
     scheduler_state = _verify_scheduler_state(path, meta.get("scheduler"), scheduler)
     extra = meta.get("extra", {})
     if not isinstance(extra, dict):
         raise CheckpointError(f"{path}: 'extra' is {type(extra).__name__}; expected a JSON object")
 
-    # Tensors: exactly the adapter's params, and the rule's state once a step was taken.
-    slices = adapter.slices()
+    # Tensors: exactly the adapter's params, and the optimizer's state once a step was taken, in
+    # the formats it keeps (8-bit state also has flat ``absmax/<name>``, over the whole buffer).
+    slices, size = adapter.slices(), adapter.flat_params.size
     names = optimizer.rule.state_names(options) if step > 0 else ()
-    expected: dict[str, tuple[int, int]] = {}
+    dtypes, flat_tensors = _expected_state(names, storage, saved_state_dtype, size) if step > 0 else ({}, {})
+    expected: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
     for key, (_, shape) in slices.items():
-        expected[f"param/{key}"] = shape
-        expected.update({f"state/{name}/{key}": shape for name in names})
+        expected[f"param/{key}"] = (shape, adapter.flat_params.dtype)
+        expected.update({f"state/{name}/{key}": (shape, dt) for name, dt in dtypes.items()})
+    expected.update({name: (count, np.dtype(np.float32)) for name, count in flat_tensors.items()})
     missing = sorted(set(expected) - set(tensors))
     unknown = sorted(set(tensors) - set(expected))
     if missing or unknown:
@@ -92,19 +104,28 @@ def _verify_checkpoint(
             f"{path} does not match this adapter and optimizer at step {step}: missing tensors "
             f"{missing[:3]}, unexpected tensors {unknown[:3]}"
         )
-    for name, shape in expected.items():
+    for name, (want, dtype) in expected.items():
         value = tensors[name]
-        if value.dtype != np.float32 or value.shape != shape:
+        if value.dtype != dtype or value.shape != want:
             raise CheckpointError(
-                f"{path}: tensor {name} is {value.dtype} {list(value.shape)}; expected float32 {list(shape)}"
+                f"{path}: tensor {name} is {value.dtype} {list(value.shape)}; expected {dtype} {list(want)}"
             )
+        if name.startswith("absmax/") and not (np.all(np.isfinite(value)) and np.all(value >= 0)):
+            raise CheckpointError(f"{path}: tensor {name} holds block maxima that are negative or not finite")
     flat_params = adapter.flat_params.copy()  # keeps the alignment padding between tensors
-    flat_state = {name: np.zeros(adapter.flat_params.size, np.float32) for name in names}
     for key, (offset, shape) in slices.items():
-        end = offset + shape[0] * shape[1]
-        flat_params[offset:end] = tensors[f"param/{key}"].reshape(-1)
-        for name in names:
-            flat_state[name][offset:end] = tensors[f"state/{name}/{key}"].reshape(-1)
+        flat_params[offset : offset + shape[0] * shape[1]] = tensors[f"param/{key}"].reshape(-1)
+    entry: dict[str, Any] = {"step": float(step)}
+    for name, dtype in dtypes.items():
+        parts = [(offset, tensors[f"state/{name}/{key}"]) for key, (offset, _) in slices.items()]
+        if name == MASTER_KEY:  # the padding of the master copy is the params'
+            entry[name] = flat_params.astype(np.float32)
+            for offset, value in parts:
+                entry[name][offset : offset + value.size] = value.reshape(-1)
+        else:
+            entry[name] = _flat_state(name, dtype, storage, size, parts)
+        if f"absmax/{name}" in flat_tensors:
+            entry[name + ABSMAX_SUFFIX] = tensors[f"absmax/{name}"].copy()
 
     # The state dict for Optimizer.load_state_dict: group 0 is the adapter's flat buffer.
     groups = []
@@ -113,10 +134,110 @@ def _verify_checkpoint(
         opts = options if index == 0 else {k: v for k, v in group.items() if k != "params"}
         groups.append({**opts, "params": list(range(start, start + len(group["params"])))})
         start += len(group["params"])
-    state: dict[int, dict[str, Any]] = {0: {"step": float(step), **flat_state}} if step > 0 else {}
+    if seed is not None:
+        groups[0]["seed"] = seed  # the rounding stream resumes where it was
+    state: dict[int, dict[str, Any]] = {0: entry} if step > 0 else {}
     return _VerifiedCheckpoint(
         step, {"state": state, "param_groups": groups}, flat_params, rng_state, dict(extra), scheduler_state
     )
+
+
+@dataclass(frozen=True)
+class _Storage:
+    """How an optimizer over an adapter stores its state (the checkpoint's ``storage`` entry,
+    plus what follows from it for the adapter's buffer)."""
+
+    state_dtype: str
+    stochastic_rounding: bool
+    seed: int
+    formats: dict[str, int]  # state name -> its format (``_formats.STATE_*``)
+    master: bool  # whether it keeps an fp32 master copy of 16-bit params
+
+    def meta(self) -> dict[str, Any]:
+        """The checkpoint's ``storage`` metadata entry."""
+        return {
+            "state_dtype": self.state_dtype,
+            "stochastic_rounding": self.stochastic_rounding,
+            "seed": self.seed,
+        }
+
+
+def _storage_of(optimizer: Optimizer) -> _Storage:
+    """The storage of ``optimizer`` (made by ``adapter.optimizer``: one buffer, the adapter's)."""
+    device, group = optimizer._dev, optimizer._groups[0]
+    form = group.sets[0].format
+    formats = {s.name: code for s, code in zip(group.variant.state, form.state, strict=True)}
+    storage = device.storage
+    return _Storage(storage.state_dtype, storage.stochastic_rounding, device.seed, formats, form.has_master)
+
+
+def _verify_storage(
+    path: Path, adapter: LoRAAdapter, storage: _Storage, dtype: Any, saved: Any
+) -> tuple[str, int | None]:
+    """The adapter's dtype and the optimizer's storage against the checkpoint's: its state dtype
+    (``float32`` state loads into any, converted) and seed (None: saved before storage formats)."""
+    if not isinstance(dtype, str) or dtype not in fmt.PARAM_DTYPES:
+        raise CheckpointError(f"{path}: adapter dtype {dtype!r} is not one of {list(fmt.PARAM_DTYPES)}")
+    if dtype != adapter.dtype:
+        raise CheckpointError(
+            f"{path} holds a {dtype} adapter; this adapter is {adapter.dtype}: create it with "
+            f"dtype={dtype!r} to resume"
+        )
+    if saved is None:  # a checkpoint from before storage formats: float32 state
+        saved = {"state_dtype": "float32", "stochastic_rounding": False, "seed": None}
+    if not isinstance(saved, dict) or set(saved) != {"state_dtype", "stochastic_rounding", "seed"}:
+        raise CheckpointError(f"{path}: its storage entry is malformed ({saved!r})")
+    state_dtype, stochastic, seed = saved["state_dtype"], saved["stochastic_rounding"], saved["seed"]
+    if not isinstance(state_dtype, str) or state_dtype not in fmt.STATE_DTYPES:
+        raise CheckpointError(f"{path}: state_dtype {state_dtype!r} is not one of {list(fmt.STATE_DTYPES)}")
+    if seed is not None and not (_is_int(seed) and 0 <= seed < 2**32):
+        raise CheckpointError(f"{path}: seed {seed!r} is not an integer from 0 to 2**32 - 1")
+    if state_dtype not in ("float32", storage.state_dtype):
+        raise CheckpointError(
+            f"{path} holds {state_dtype} optimizer state; this optimizer keeps {storage.state_dtype} "
+            f"state: create it with state_dtype={state_dtype!r} (float32 state loads into any)"
+        )
+    if stochastic is not storage.stochastic_rounding:
+        raise CheckpointError(
+            f"{path} was saved with stochastic_rounding={stochastic!r}; this optimizer has "
+            f"stochastic_rounding={storage.stochastic_rounding}: create it with the checkpoint's setting"
+        )
+    return state_dtype, seed
+
+
+def _expected_state(
+    names: tuple[str, ...], storage: _Storage, saved_state_dtype: str, size: int
+) -> tuple[dict[str, np.dtype[Any]], dict[str, tuple[int, ...]]]:
+    """The dtype of each saved state (by name, ``master_param`` included) and the flat tensors
+    (``absmax/<name>``, per 8-bit state) a checkpoint of a stepped optimizer holds."""
+    dtypes: dict[str, np.dtype[Any]] = {}
+    flat: dict[str, tuple[int, ...]] = {}
+    for name in names:
+        code = storage.formats.get(name, fmt.STATE_F32) if saved_state_dtype != "float32" else fmt.STATE_F32
+        if code == fmt.STATE_BF16:
+            dtypes[name] = fmt.BFLOAT16
+        elif code in (fmt.STATE_INT8_SIGNED, fmt.STATE_INT8_UNSIGNED):
+            dtypes[name] = np.dtype(np.uint8)
+            flat[f"absmax/{name}"] = (blocks(size),)
+        else:
+            dtypes[name] = np.dtype(np.float32)
+    if storage.master:
+        dtypes[MASTER_KEY] = np.dtype(np.float32)
+    return dtypes, flat
+
+
+def _flat_state(
+    name: str, dtype: np.dtype[Any], storage: _Storage, size: int, parts: list[tuple[int, Array]]
+) -> Array:
+    """One flat state buffer from its per-key parts; the padding between them holds zeros (or
+    the code of zero), as it does in the optimizer that saved them."""
+    if dtype == np.uint8:
+        flat = np.full(size, fmt.zero_code(storage.formats[name] == fmt.STATE_INT8_SIGNED), np.uint8)
+    else:
+        flat = np.zeros(size, dtype)
+    for offset, value in parts:
+        flat[offset : offset + value.size] = value.reshape(-1)
+    return flat
 
 
 def _is_int(value: Any) -> bool:

@@ -5,6 +5,11 @@ called, which config fields PEFT writes, and how a folder from any PEFT writer i
 read back in :meth:`LoRAAdapter.create`'s layout. :meth:`LoRAAdapter.save_peft`,
 :meth:`LoRAAdapter.load_peft` and :meth:`LoRAAdapter.peft_config` are the public entry points;
 they call the functions here.
+
+Weights are written in the adapter's dtype (safetensors ``F32``, ``F16`` or ``BF16``) and a
+folder loads as an adapter of its file's dtype. ``safetensors.numpy`` cannot read ``BF16``, so
+files are read here (:func:`read_safetensors`, also used for checkpoints), into
+``ml_dtypes.bfloat16`` arrays.
 """
 
 from __future__ import annotations
@@ -16,15 +21,40 @@ from typing import Any
 
 import numpy as np
 
-from .adapter import PEFT_PREFIX, Array, LoRAAdapter, LoRAModule
+from .. import _formats as fmt
+from .adapter import PEFT_PREFIX, Array, LoRAAdapter, LoRAModule, adapter_dtype
 from .atomic_io import _atomic_write
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 
+#: safetensors dtype names -> NumPy dtypes (``BF16`` as ``ml_dtypes.bfloat16``).
+_KINDS: dict[str, Any] = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": fmt.BFLOAT16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+    "U64": np.uint64, "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_,
+}  # fmt: skip
+SAFETENSORS_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(kind) for name, kind in _KINDS.items()}
+
 
 class PeftFormatError(ValueError):
-    """A PEFT adapter file has unknown or missing keys, wrong shapes, or a bad config."""
+    """A PEFT adapter file has unknown or missing keys, wrong shapes or dtypes, or a bad config."""
+
+
+def read_safetensors(data: bytes) -> dict[str, Array]:
+    """The tensors of a safetensors file's bytes, ``BF16`` included (``ml_dtypes.bfloat16``).
+
+    Raises ``safetensors.SafetensorError`` for a malformed file and ValueError for a dtype
+    NumPy cannot hold (such as the float8 kinds)."""
+    from safetensors import deserialize
+
+    out: dict[str, Array] = {}
+    for name, view in deserialize(data):  # type: ignore[no-untyped-call]
+        dtype = SAFETENSORS_DTYPES.get(view["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name!r} has dtype {view['dtype']}, which vk-adam does not read")
+        out[name] = np.frombuffer(view["data"], dtype).reshape(view["shape"])  # little-endian hosts
+    return out
 
 
 def peft_config(adapter: LoRAAdapter) -> dict[str, Any]:
@@ -48,7 +78,8 @@ def peft_config(adapter: LoRAAdapter) -> dict[str, Any]:
 
 
 def save_peft(adapter: LoRAAdapter, directory: str | Path) -> Path:
-    """Write ``adapter_model.safetensors`` + ``adapter_config.json`` (PEFT's layout)."""
+    """Write ``adapter_model.safetensors`` (in the adapter's dtype: F32, F16 or BF16) +
+    ``adapter_config.json`` (PEFT's layout)."""
     from safetensors.numpy import save
 
     directory = Path(directory)
@@ -61,11 +92,20 @@ def save_peft(adapter: LoRAAdapter, directory: str | Path) -> Path:
     return directory
 
 
-def load_peft(directory: str | Path, cls: type[LoRAAdapter] = LoRAAdapter) -> LoRAAdapter:
-    """Read a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+def load_peft(
+    directory: str | Path, cls: type[LoRAAdapter] = LoRAAdapter, *, dtype: Any = None
+) -> LoRAAdapter:
+    """Read a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError.
 
+    The adapter gets the dtype its tensors were saved in (F16 -> float16, BF16 -> bfloat16,
+    F32 -> float32); a file that mixes dtypes, or holds F64, loads as float32, which holds
+    F16 and BF16 values exactly. ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``)
+    overrides it: values are then converted (nearest-even). Integer or bool tensors raise
+    PeftFormatError.
+    """
+    from safetensors import SafetensorError
+
+    wanted = adapter_dtype(dtype) if dtype is not None else None
     directory = Path(directory)
     try:
         config = json.loads((directory / ADAPTER_CONFIG).read_text())
@@ -80,7 +120,7 @@ def load_peft(directory: str | Path, cls: type[LoRAAdapter] = LoRAAdapter) -> Lo
             raise PeftFormatError(f"{ADAPTER_CONFIG} lacks {key!r}")
     rank = int(config["r"])
     try:
-        tensors = load_file(str(directory / ADAPTER_WEIGHTS))
+        tensors = read_safetensors((directory / ADAPTER_WEIGHTS).read_bytes())
     except FileNotFoundError:
         raise PeftFormatError(f"{directory / ADAPTER_WEIGHTS} not found") from None
     except (SafetensorError, OSError, ValueError) as exc:
@@ -121,16 +161,34 @@ def load_peft(directory: str | Path, cls: type[LoRAAdapter] = LoRAAdapter) -> Lo
         modules.append(LoRAModule(path, int(a.shape[1]), int(b.shape[0]), rank))
     if not modules:
         raise PeftFormatError(f"{ADAPTER_WEIGHTS} holds no LoRA tensors")
+    saved_dtype = _file_dtype(found)  # checks every tensor is floating point
     adapter = cls(
         modules,
         alpha=float(config["lora_alpha"]),
         use_rslora=bool(config.get("use_rslora", False)),
         target_modules=targets if isinstance(targets, list) else None,
+        dtype=saved_dtype if wanted is None else wanted,
     )
     for path, pair in found.items():
-        adapter.weight(path, "A")[...] = pair["A"].astype(np.float32)
-        adapter.weight(path, "B")[...] = pair["B"].astype(np.float32)
+        adapter.weight(path, "A")[...] = pair["A"].astype(adapter.flat_params.dtype)
+        adapter.weight(path, "B")[...] = pair["B"].astype(adapter.flat_params.dtype)
     return adapter
+
+
+def _file_dtype(found: dict[str, dict[str, Array]]) -> str:
+    """The adapter dtype for these tensors: theirs when all share float32, float16 or bfloat16,
+    else float32. PeftFormatError for a tensor that is not floating point."""
+    names = set()
+    for path, pair in found.items():
+        for which, value in pair.items():
+            if not (np.issubdtype(value.dtype, np.floating) or value.dtype == fmt.BFLOAT16):
+                raise PeftFormatError(
+                    f"{PEFT_PREFIX}{path}.lora_{which}.weight is {value.dtype}; LoRA weights are "
+                    "float32, float16 or bfloat16"
+                )
+            names.add(fmt.dtype_name(value.dtype))
+    single = names.pop() if len(names) == 1 else None
+    return single or "float32"
 
 
 def _natural_key(text: str) -> list[Any]:

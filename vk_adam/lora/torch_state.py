@@ -21,7 +21,8 @@ from .errors import CheckpointError
 
 
 def _state_by_name(adapter: LoRAAdapter, optimizer: Optimizer) -> tuple[int, dict[str, dict[str, F32]]]:
-    sd = optimizer.state_dict()
+    """The step and the float32 state of each PEFT key (bfloat16 or 8-bit state decoded)."""
+    sd = optimizer.state_dict(float32=True)
     flat_state = sd["state"].get(0)
     if flat_state is None:
         return 0, {}
