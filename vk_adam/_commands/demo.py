@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._formats import NUMPY_DTYPES, PARAM_DTYPES, STATE_DTYPES
+from .._formats import PARAM_DTYPES, STATE_DTYPES
 from .._optim.optimizer import Optimizer
 from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
 from .demo_model import FrozenModel, loss_and_grads, make_dataset, make_model, train_reference
@@ -63,10 +63,6 @@ class DemoConfig:
     @property
     def planted_rank(self) -> int:
         return max(1, self.rank // 2)
-
-    @property
-    def default_formats(self) -> bool:
-        return self.param_dtype == "float32" and self.state_dtype == "float32"
 
     def formats_label(self) -> str:
         """The storage formats in words, e.g. ``bfloat16 params (fp32 master), int8-blockwise state``."""
@@ -169,8 +165,11 @@ def memory_info(opt: Optimizer, elements: int) -> dict[str, Any]:
     return {"memory_bytes": memory, "bytes_per_param": memory["total"] / elements}
 
 
-def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
-    """The adapter, frozen model and data stream every run starts from (same seeds: same data)."""
+def fresh_run(
+    cfg: DemoConfig, dtype: str = "float32"
+) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
+    """The adapter (of ``dtype``), frozen model and data stream every run starts from (same
+    seeds: same data, and the same initial weights, rounded to a 16-bit ``dtype``)."""
     adapter = LoRAAdapter.create(
         layers=cfg.layers,
         in_features=cfg.dim,
@@ -178,6 +177,7 @@ def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Gene
         alpha=cfg.alpha,
         target_modules=cfg.targets,
         rng=np.random.default_rng([cfg.seed, 2]),
+        dtype=dtype,
     )
     model = make_model(cfg, [m.path for m in adapter.modules])
     return adapter, model, np.random.default_rng([cfg.seed, 3])
@@ -186,20 +186,20 @@ def fresh_run(cfg: DemoConfig) -> tuple[LoRAAdapter, FrozenModel, np.random.Gene
 def train_vk(
     cfg: DemoConfig, out: Path, *, device: str | None, checkpoint_every: int, resume: bool, progress: bool
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
-    """The host path: forward and backward in NumPy (float32), the update on Vulkan. With 16-bit
-    ``cfg.param_dtype`` the optimizer updates a 16-bit copy of the flat weights (the forward
-    reads them, exactly, as float32) and takes the float32 gradients rounded to that dtype."""
-    adapter, model, data_rng = fresh_run(cfg)
+    """The host path: forward and backward in NumPy (float32), the update on Vulkan. The adapter
+    is in ``cfg.param_dtype``: the forward reads 16-bit weights as float32 (exactly), and the
+    float32 gradients are rounded (nearest-even) into its 16-bit gradient buffer."""
+    adapter, model, data_rng = fresh_run(cfg, cfg.param_dtype)
     x, y = make_dataset(cfg, model)
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    half: Array | None = None  # the 16-bit weights the optimizer updates (None: flat_params)
-    if cfg.param_dtype != "float32":
-        half = adapter.flat_params.astype(NUMPY_DTYPES[cfg.param_dtype])
-        opt = Optimizer([half], cfg.rule, device=device, **optimizer_options(cfg))
-    else:
-        opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
+    opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
+
+    def weights(path: str, which: str) -> Array:  # a 16-bit weight read as float32 (exactly)
+        w = adapter.weight(path, which)
+        return w if w.dtype == np.float32 else w.astype(np.float32)
+
     elements = int(adapter.flat_params.size)
     info: dict[str, Any] = {
         "path": "host",
@@ -220,17 +220,10 @@ def train_vk(
         bar = progress_bar(cfg.steps, start, progress, "vk-adam host path")
         t0 = time.perf_counter()
         for step in range(start, cfg.steps):
-            if half is not None:
-                adapter.flat_params[...] = half  # the forward and backward read the 16-bit weights
-            loss = loss_and_grads(
-                model, adapter.weight, adapter.grad, adapter.scale, (x[step], y[step]), np.float32
-            )
+            loss = loss_and_grads(model, weights, adapter.grad, adapter.scale, (x[step], y[step]), np.float32)
             losses.append(loss)
             opt.param_groups[0]["lr"] = lr_at(cfg, step)
-            if half is not None:
-                opt.step([adapter.flat_grads.astype(half.dtype)])  # the gradient in the param dtype
-            else:
-                update_lora_adapter(adapter, opt)
+            update_lora_adapter(adapter, opt)
             if checkpoint_every and (step + 1) % checkpoint_every == 0:
                 save_checkpoint(
                     ckpt,
@@ -242,8 +235,6 @@ def train_vk(
             bar(loss)
         info["train_seconds"] = time.perf_counter() - t0
         bar(None)
-    if half is not None:
-        adapter.flat_params[...] = half  # the final weights, for the PEFT files
     return adapter, losses, info
 
 
@@ -258,7 +249,6 @@ def config_json(cfg: DemoConfig, path: str) -> dict[str, Any]:
 
 
 HOST_ONLY = "the resident example's shaders read float32 weights"
-NO_CHECKPOINTS = "LoRA checkpoints hold float32 params and state"
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
@@ -285,8 +275,6 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
             raise ValueError(f"--{name} must be >= 1")
     if args.steps_per_submit < 1:
         raise ValueError("--steps-per-submit must be >= 1")
-    if args.resume and not cfg.default_formats:
-        raise ValueError(f"--resume needs --param-dtype and --state-dtype float32 ({NO_CHECKPOINTS})")
     return cfg
 
 
@@ -296,18 +284,13 @@ def run_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.quiet
     started = time.perf_counter()
-    notes = []
-    host = args.host
-    if not host and cfg.param_dtype != "float32":
-        host = True  # 16-bit LoRA weights: the host path (the resident shaders read float32)
-        notes.append(f"--param-dtype {cfg.param_dtype} runs on the host path: {HOST_ONLY}")
-    checkpoint_every = args.checkpoint_every
-    if checkpoint_every and not cfg.default_formats:
-        checkpoint_every = 0
-        notes.append(f"no checkpoints with {cfg.formats_label()}: {NO_CHECKPOINTS}")
-    for note in notes:
-        print(f"vk-adam demo: {note}")
-    run = dict(device=args.device, checkpoint_every=checkpoint_every, resume=args.resume, progress=progress)
+    host = args.host or cfg.param_dtype != "float32"  # 16-bit LoRA weights: the host path
+    switched = host and not args.host
+    if switched:
+        print(f"vk-adam demo: --param-dtype {cfg.param_dtype} runs on the host path: {HOST_ONLY}")
+    run = dict(
+        device=args.device, checkpoint_every=args.checkpoint_every, resume=args.resume, progress=progress
+    )
     if host:
         adapter, losses, info = train_vk(cfg, out, **run)  # type: ignore[arg-type]
     else:
@@ -323,9 +306,8 @@ def run_demo(args: argparse.Namespace) -> int:
         "param_dtype": cfg.param_dtype,
         "state_dtype": cfg.state_dtype,
         "stochastic_rounding": cfg.stochastic_rounding,
-        "switched_to_host_path": host and not args.host,
-        "checkpoint_every": checkpoint_every,
-        "notes": notes,
+        "switched_to_host_path": switched,
+        "switch_reason": f"--param-dtype {cfg.param_dtype}: {HOST_ONLY}" if switched else None,
     }
     if not args.no_compare:
         compare(cfg, args, losses, curves, summary)
