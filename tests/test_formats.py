@@ -185,9 +185,12 @@ def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name
 def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng):
     """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
     is partial; the GPU matches the reference step by step."""
+    import kp
+
     n = 4099 + 256 * 3
     host = rng.standard_normal(n).astype(np.float32)
     t = kp_manager.tensor(host.copy())
+    kp_manager.sequence().eval(kp.OpTensorSyncDevice([t]))  # the application's buffer, on the device
     rule = default_registry().get("adamw")
     with vk_adam.AdamW([t], manager=kp_manager, lr=1e-2, state_dtype="int8-blockwise") as opt:
         options = dict(opt.param_groups[0])
@@ -203,8 +206,12 @@ def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rn
             got = _device_values(kp_manager, t)
             assert np.max(np.abs(got - ref.param)) <= 2e-6 * np.max(np.abs(ref.param))
             for name in ("exp_avg", "exp_avg_sq"):
-                diff = np.abs(after[name].astype(int) - ref.state[name][0].astype(int))
-                assert diff.max() <= 1 and np.count_nonzero(diff) <= n // 1000 + 1
+                got_codes, want_codes = after[name].astype(int), ref.state[name][0].astype(int)
+                # a code may differ only where float32 rounding moves the value across a threshold
+                low, high = ref.bounds(name, 2e-6 * np.max(np.abs(ref.unrounded[name])))
+                lo, hi = np.minimum(low, high).astype(int), np.maximum(low, high).astype(int)
+                explained = (got_codes == want_codes) | ((got_codes >= lo) & (got_codes <= hi))
+                assert np.count_nonzero(~explained) == 0
                 np.testing.assert_allclose(after[name + ".absmax"], ref.state[name][1], rtol=1e-5)
             assert after["exp_avg"].size == n and after["exp_avg.absmax"].size == -(-n // 256)
 

@@ -13,6 +13,7 @@ stores its values (16-bit params, compressed state) is ``storage``'s.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,14 @@ from .layout import gather, scatter
 from .storage import Storage, uint_spec
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
+
+
+def int8_vec4s(software: bool) -> int:
+    """vec4s per invocation per tile in the 8-bit path: ``$VK_ADAM_INT8_VEC4S`` (1 or 2), else
+    2 on a GPU and 1 on a CPU driver."""
+    value = os.environ.get("VK_ADAM_INT8_VEC4S", "")
+    return int(value) if value in ("1", "2") else (1 if software else 2)
+
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
@@ -64,6 +73,9 @@ class DeviceGroups:
         # A stand-in for bindings a buffer set's formats leave unused (every binding the
         # shader declares must be valid).
         self.unused = rt.buffer(np.zeros(4, np.float32))
+        # 8-bit state: two vec4s per invocation between barriers on GPUs, one on CPU drivers
+        # (measured: BENCHMARKS.md, "Storage formats"); $VK_ADAM_INT8_VEC4S overrides.
+        self.int8_vec4s = int8_vec4s(rt.device.is_software)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
@@ -110,7 +122,7 @@ class DeviceGroups:
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-                spec = (*spec, *padding, *bset.format.spec())
+                spec = (*spec, *padding, *bset.format.spec(self.int8_vec4s))
             update = self.rt.pipeline(
                 tensors,
                 self.builder.shader(str(group.variant.spirv)),

@@ -55,10 +55,11 @@ class GroupFormat:
     def has_master(self) -> bool:
         return self.mode == fmt.MODE_MASTER
 
-    def spec(self) -> tuple[float, ...]:
-        """Specialization constants 16..21 (uint bit patterns carried in float32 words)."""
+    def spec(self, int8_vec4s: int = 2) -> tuple[float, ...]:
+        """Specialization constants 16..22 (uint bit patterns carried in float32 words);
+        ``int8_vec4s``: vec4s per invocation per tile of the 8-bit path (1 or 2)."""
         words = [fmt.PARAM_FORMAT[self.param], self.mode, *self.state]
-        return uint_spec(*words, *[fmt.STATE_F32] * (6 - len(words)))
+        return uint_spec(*words, *[fmt.STATE_F32] * (6 - len(words)), int8_vec4s)
 
 
 def group_format(

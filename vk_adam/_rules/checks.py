@@ -142,10 +142,10 @@ def _check_setting(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
             f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
         )
-    # id 0 is VK_ADAM_ZERO_GRAD and 16..21 the storage formats, supplied by the optimizer
+    # id 0 is VK_ADAM_ZERO_GRAD and 16..22 the storage formats, supplied by the optimizer
     supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & FORMAT_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
-        # The harness's format constants (16..21) are supplied by the optimizer: name the rest.
+        # The harness's format constants (16..22) are supplied by the optimizer: name the rest.
         declared = sorted(set(interface.spec_ids) - FORMAT_SPEC_IDS)
         expected = sorted(supplied - FORMAT_SPEC_IDS)
         raise InvalidRuleError(

@@ -36,7 +36,7 @@ class ShaderInterface:
 
 
 #: Specialization-constant ids of the storage formats (vk_adam_rule.glsl, harness version 3).
-FORMAT_SPEC_IDS = frozenset(range(16, 22))
+FORMAT_SPEC_IDS = frozenset(range(16, 23))
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:

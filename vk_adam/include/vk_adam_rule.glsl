@@ -25,7 +25,7 @@
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
-// 16..21 are the storage formats below.
+// 16..22 are the storage formats below.
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -56,6 +56,8 @@ layout(constant_id = 18) const uint VK_ADAM_STATE0_FORMAT = 0u;
 layout(constant_id = 19) const uint VK_ADAM_STATE1_FORMAT = 0u;
 layout(constant_id = 20) const uint VK_ADAM_STATE2_FORMAT = 0u;
 layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
+// 8-bit state: vec4s per invocation per tile, 1 or 2 (the host picks per device).
+layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 2u;
 
 // Each buffer is declared under several views on one binding: vec4 (16-byte loads), float
 // (lane by lane), uvec2 (four 16-bit values), uint (four 8-bit codes).
@@ -189,18 +191,27 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // indices into the ascending table; a value's code is its nearest map value. Both directions
 // are computed from that shape, with no table in memory.
 
-shared uint vk_adam_block_max[2][4 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
+shared uint vk_adam_block_max[2][8 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
 
-float vk_adam_decade_scale(int i) {  // 10**(i-6)
-    return exp2(float(i - 6) * 3.3219280949);
+// 10**(i-6) and 10**(6-i) for decade i in 0..6, and 2**-e, without transcendental functions
+// (they would make the 8-bit path compute-bound).
+float vk_adam_decade_scale(int i) {
+    return i >= 6 ? 1.0 : i == 5 ? 0.1 : i == 4 ? 0.01 : i == 3 ? 1e-3 : i == 2 ? 1e-4 : i == 1 ? 1e-5 : 1e-6;
+}
+
+float vk_adam_decade_inverse(int i) {
+    return i >= 6 ? 1.0 : i == 5 ? 10.0 : i == 4 ? 100.0 : i == 3 ? 1e3 : i == 2 ? 1e4 : i == 1 ? 1e5 : 1e6;
+}
+
+float vk_adam_pow2(int e) {  // 2**e, exact, for -126 <= e <= 127
+    return uintBitsToFloat(uint(e + 127) << 23);
 }
 
 // The map value of magnitude index m = N - 1 + j (decade of N values, step j).
 float vk_adam_decade_value(uint m, bool signed_map) {
     int e = findMSB(m + 1u);
-    float count = float(1u << e);
-    float j = float(m + 1u) - count;
-    return vk_adam_decade_scale(signed_map ? e : e - 1) * (0.1 + (j + 0.5) * 0.9 / count);
+    float j = float(int(m + 1u) - (1 << e));
+    return vk_adam_decade_scale(signed_map ? e : e - 1) * (0.1 + (j + 0.5) * 0.9 * vk_adam_pow2(-e));
 }
 
 float vk_adam_dequantize(uint c, bool signed_map) {
@@ -218,16 +229,18 @@ int vk_adam_nearest_magnitude(float a, bool signed_map, bool allow_one) {
     float n0 = signed_map ? 1.0 : 2.0;  // values in decade 0
     if (a < 0.5e-6 * (0.1 + 0.45 / n0)) return -1;
     if (allow_one && a >= 0.5 * (2.0 - 0.45 / (64.0 * n0))) return 255;
-    int i = clamp(int(floor(log2(a) * 0.30102999566)) + 7, 0, 6);  // a in [0.1, 1) * 10**(i-6)
-    float count = n0 * exp2(float(i));
+    // the decade: a in [0.1, 1) * 10**(i-6) (below 1e-7: decade 0)
+    int i = int(a >= 1e-6) + int(a >= 1e-5) + int(a >= 1e-4) + int(a >= 1e-3) + int(a >= 1e-2) + int(a >= 0.1);
+    float count = n0 * vk_adam_pow2(i);
     float scale = vk_adam_decade_scale(i);
-    int j = int(clamp(floor((a / scale - 0.1) * count / 0.9), 0.0, count - 1.0));
+    float t = (a * vk_adam_decade_inverse(i) - 0.1) * count * 1.1111111;  // / 0.9
+    int j = int(clamp(t, 0.0, count - 1.0));
     // Between decades the nearest value may be the neighbour decade's end (this also
-    // corrects a decade guessed one off by log2's rounding).
+    // corrects a decade off by one where a sits on a decade's edge).
     if (j == int(count) - 1 && i < 6) {
         float next_bottom = 10.0 * scale * (0.1 + 0.225 / count);
         if (a >= 0.5 * (scale * (1.0 - 0.45 / count) + next_bottom)) {
-            return int(2.0 * count) - 1;
+            return int(2.0 * count) - 1;  // the first value of decade i+1
         }
     } else if (j == 0 && i > 0) {
         float previous_top = 0.1 * scale * (1.0 - 0.9 / count);
@@ -383,80 +396,137 @@ uint vk_adam_abs_max_bits(vec4 s, uint i, uint n) {
     return floatBitsToUint(m);
 }
 
+// Whether any state buffer is 8-bit (a specialization constant: the driver compiles only one
+// of the two loop shapes below), and how many vec4s each invocation takes per tile.
+#if VK_ADAM_STATE_COUNT == 0
+const bool VK_ADAM_ANY_INT8 = false;
+#elif VK_ADAM_STATE_COUNT == 1
+const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u;
+#elif VK_ADAM_STATE_COUNT == 2
+const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORMAT >= 2u;
+#elif VK_ADAM_STATE_COUNT == 3
+const bool VK_ADAM_ANY_INT8 =
+    VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORMAT >= 2u || VK_ADAM_STATE2_FORMAT >= 2u;
+#else
+const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORMAT >= 2u
+    || VK_ADAM_STATE2_FORMAT >= 2u || VK_ADAM_STATE3_FORMAT >= 2u;
+#endif
+// 8-bit state takes two vec4s per invocation: half the barriers per element, and twice the
+// loads in flight between them.
+const uint VK_ADAM_PER_INVOCATION = VK_ADAM_ANY_INT8 ? 2u : 1u;
+
+// Load, update (the rule's vk_adam_update), and store one vec4 i with its state S (vec4[]).
+#if VK_ADAM_STATE_COUNT > 0
+#define VK_ADAM_LOAD_STATE0(S, i) S[0] = vk_adam_load_state0(i, n);
+#define VK_ADAM_STORE_STATE0(S, i, A) vk_adam_store_state0(i, n, S[0], A[0], leader);
+#else
+#define VK_ADAM_LOAD_STATE0(S, i)
+#define VK_ADAM_STORE_STATE0(S, i, A)
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+#define VK_ADAM_LOAD_STATE1(S, i) S[1] = vk_adam_load_state1(i, n);
+#define VK_ADAM_STORE_STATE1(S, i, A) vk_adam_store_state1(i, n, S[1], A[1], leader);
+#else
+#define VK_ADAM_LOAD_STATE1(S, i)
+#define VK_ADAM_STORE_STATE1(S, i, A)
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+#define VK_ADAM_LOAD_STATE2(S, i) S[2] = vk_adam_load_state2(i, n);
+#define VK_ADAM_STORE_STATE2(S, i, A) vk_adam_store_state2(i, n, S[2], A[2], leader);
+#else
+#define VK_ADAM_LOAD_STATE2(S, i)
+#define VK_ADAM_STORE_STATE2(S, i, A)
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+#define VK_ADAM_LOAD_STATE3(S, i) S[3] = vk_adam_load_state3(i, n);
+#define VK_ADAM_STORE_STATE3(S, i, A) vk_adam_store_state3(i, n, S[3], A[3], leader);
+#else
+#define VK_ADAM_LOAD_STATE3(S, i)
+#define VK_ADAM_STORE_STATE3(S, i, A)
+#endif
+
+#define VK_ADAM_LOAD_AND_UPDATE(P, S, i)                                         \
+    P = vec4(0.0);                                                               \
+    S[0] = vec4(0.0);                                                            \
+    if (i < n_vec4) {                                                            \
+        VK_ADAM_LOAD_STATE0(S, i)                                                \
+        VK_ADAM_LOAD_STATE1(S, i)                                                \
+        VK_ADAM_LOAD_STATE2(S, i)                                                \
+        VK_ADAM_LOAD_STATE3(S, i)                                                \
+        P = vk_adam_load_param(i, n);                                            \
+        vk_adam_update(P, vk_adam_load_grad(i, n) * vk_adam_grad_scale, S);     \
+    }
+
+#define VK_ADAM_STORE(P, S, i, A)                                                \
+    if (i < n_vec4) {                                                            \
+        VK_ADAM_STORE_STATE0(S, i, A)                                            \
+        VK_ADAM_STORE_STATE1(S, i, A)                                            \
+        VK_ADAM_STORE_STATE2(S, i, A)                                            \
+        VK_ADAM_STORE_STATE3(S, i, A)                                            \
+        vk_adam_store_param(i, n, P);                                            \
+        if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n);                   \
+    }
+
+// 8-bit state: add vec4 i's largest |value| of each 8-bit state buffer to its block's slot.
+#define VK_ADAM_BLOCK_MAX(S, i, half)                                            \
+    for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {                      \
+        if (i < n_vec4 && vk_adam_state_format(k) >= 2u) {                       \
+            atomicMax(vk_adam_block_max[bank][8u * k + 4u * half + (lid >> 6)], \
+                      vk_adam_abs_max_bits(S[k], i, n));                         \
+        }                                                                        \
+    }
+
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    bool any_int8 = false;
-    for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
-        any_int8 = any_int8 || vk_adam_state_format(k) >= 2u;
-    }
     if (vk_adam_skip_step != 0u) {
         return;  // every invocation reads the same flag: no barrier below is left half-reached
     }
     const uint n = vk_adam_pc.n;
     const uint n_vec4 = (n + 3u) >> 2;
-    // Grid-stride loop over workgroup-sized tiles (the host caps the workgroup count;
+    const bool leader = (lid & 63u) == 0u;  // writes its block's absmax
+    // Grid-stride loop over tiles (the host caps the workgroup count:
     // maxComputeWorkGroupCount[0] is 65535 on many drivers). The trip count is the same for the
-    // whole workgroup, so the 8-bit path can use barriers; one tile = 1024 elements = 4 blocks.
-    const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    // whole workgroup, so the 8-bit path can use barriers. A tile is 256 vec4s, one per
+    // invocation; with 8-bit state and VK_ADAM_INT8_VEC4S = 2, 512: invocation lid takes vec4
+    // lid of each half (half the barriers per element, twice the loads in flight between
+    // them). A block of 256 values is 64 consecutive vec4s.
+    const bool two = VK_ADAM_ANY_INT8 && VK_ADAM_INT8_VEC4S > 1u;
+    const uint tile = (two ? 2u : 1u) * gl_WorkGroupSize.x;
+    const uint stride = gl_NumWorkGroups.x * tile;
+    const vec4 no_absmax = vec4(0.0);
     uint bank = 0u;
-    for (uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x; base < n_vec4; base += stride) {
-        const uint i = base + lid;
-        const bool in_range = i < n_vec4;
-        vec4 p = vec4(0.0);
-        vec4 s[VK_ADAM_STATE_SLOTS];
-        s[0] = vec4(0.0);
-        if (in_range) {
-#if VK_ADAM_STATE_COUNT > 0
-            s[0] = vk_adam_load_state0(i, n);
-#endif
-#if VK_ADAM_STATE_COUNT > 1
-            s[1] = vk_adam_load_state1(i, n);
-#endif
-#if VK_ADAM_STATE_COUNT > 2
-            s[2] = vk_adam_load_state2(i, n);
-#endif
-#if VK_ADAM_STATE_COUNT > 3
-            s[3] = vk_adam_load_state3(i, n);
-#endif
-            p = vk_adam_load_param(i, n);
-            vk_adam_update(p, vk_adam_load_grad(i, n) * vk_adam_grad_scale, s);
+    for (uint base = gl_WorkGroupID.x * tile; base < n_vec4; base += stride) {
+        const uint i0 = base + lid;
+        const uint i1 = i0 + gl_WorkGroupSize.x;
+        vec4 p0, p1;
+        vec4 s0[VK_ADAM_STATE_SLOTS], s1[VK_ADAM_STATE_SLOTS];
+        VK_ADAM_LOAD_AND_UPDATE(p0, s0, i0)
+        if (!VK_ADAM_ANY_INT8) {
+            VK_ADAM_STORE(p0, s0, i0, no_absmax)
+            continue;
         }
-        // 8-bit state: the absmax of each block of 256 updated values (64 invocations). The
-        // banks alternate between tiles, so resetting the next tile's bank cannot race with
-        // reads of this one (every invocation passes this tile's barriers before that).
-        vec4 amax = vec4(0.0);
-        if (any_int8) {
-            if (lid < uint(4 * VK_ADAM_STATE_SLOTS)) vk_adam_block_max[bank][lid] = 0u;
-            barrier();
-            for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
-                if (in_range && vk_adam_state_format(k) >= 2u) {
-                    atomicMax(vk_adam_block_max[bank][4u * k + (lid >> 6)], vk_adam_abs_max_bits(s[k], i, n));
-                }
-            }
-            barrier();
-            for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
-                amax[k] = uintBitsToFloat(vk_adam_block_max[bank][4u * k + (lid >> 6)]);
-            }
-            bank ^= 1u;
+        if (two) {
+            VK_ADAM_LOAD_AND_UPDATE(p1, s1, i1)
         }
-        if (in_range) {
-            const bool leader = (lid & 63u) == 0u;
-#if VK_ADAM_STATE_COUNT > 0
-            vk_adam_store_state0(i, n, s[0], amax[0], leader);
-#endif
-#if VK_ADAM_STATE_COUNT > 1
-            vk_adam_store_state1(i, n, s[1], amax[1], leader);
-#endif
-#if VK_ADAM_STATE_COUNT > 2
-            vk_adam_store_state2(i, n, s[2], amax[2], leader);
-#endif
-#if VK_ADAM_STATE_COUNT > 3
-            vk_adam_store_state3(i, n, s[3], amax[3], leader);
-#endif
-            vk_adam_store_param(i, n, p);
-            if (VK_ADAM_ZERO_GRAD != 0.0) {
-                vk_adam_zero_grad(i, n);
-            }
+        // The absmax of each block of 256 updated values. The banks alternate between tiles,
+        // so resetting the next tile's bank cannot race with reads of this one (every
+        // invocation passes this tile's barriers before that).
+        if (lid < 8u * uint(VK_ADAM_STATE_SLOTS)) vk_adam_block_max[bank][lid] = 0u;
+        barrier();
+        VK_ADAM_BLOCK_MAX(s0, i0, 0u)
+        if (two) {
+            VK_ADAM_BLOCK_MAX(s1, i1, 1u)
+        }
+        barrier();
+        vec4 amax0 = vec4(0.0), amax1 = vec4(0.0);
+        for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
+            amax0[k] = uintBitsToFloat(vk_adam_block_max[bank][8u * k + (lid >> 6)]);
+            amax1[k] = uintBitsToFloat(vk_adam_block_max[bank][8u * k + 4u + (lid >> 6)]);
+        }
+        bank ^= 1u;
+        VK_ADAM_STORE(p0, s0, i0, amax0)
+        if (two) {
+            VK_ADAM_STORE(p1, s1, i1, amax1)
         }
     }
 }
