@@ -138,7 +138,7 @@ def _sgd_without_state() -> UpdateRule:
 
 def test_10_check_rule_object_refuses_fewer_state_buffers_than_the_shader_binds():
     with pytest.raises(
-        ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3, 4, 5\]"
+        ValueError, match=r"rule 'sgd', variant 'sgd_momentum'.*binds \[0, 1, 2, 3, 4, 5, 6\]"
     ) as err:
         _checks.check_rule_object(_sgd_without_state())
     assert isinstance(err.value, vk_adam.RuleRegistrationError)
@@ -214,7 +214,7 @@ def test_10_optimizer_runs_check_rule_object_end_to_end():
     assert result.returncode == 0, f"child died (rc={result.returncode}): {result.stderr[-2000:]}"
     assert "GOOD RULE STEPPED [0.5, 0.5, 0.5, 0.5]" in result.stdout, result.stdout
     assert "REFUSED:" in result.stdout, f"the bad rule object was not refused: {result.stdout}"
-    assert "'sgd'" in result.stdout and "binds [0, 1, 2, 3, 4, 5]" in result.stdout
+    assert "'sgd'" in result.stdout and "binds [0, 1, 2, 3, 4, 5, 6]" in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------

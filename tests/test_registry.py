@@ -60,7 +60,7 @@ def test_builtin_rules_arrive_through_the_hook():
 def test_registration_rejects_binding_mismatch_and_keeps_others():
     # the Adam shader binds two state buffers; this declaration says one
     bad = lion_like("wrong_bindings", "adam", state=(StateBuffer("exp_avg"),), hyper_count=8)
-    with pytest.warns(vk_adam.PluginLoadWarning, match=r"binds \[0, 1, 2, 3, 4, 5, 6, 7\]"):
+    with pytest.warns(vk_adam.PluginLoadWarning, match=r"binds \[0, 1, 2, 3, 4, 5, 6, 7, 8\]"):
         registry = load_registry(entry_points=False, extra_plugins=[plugin(bad)])
     assert "wrong_bindings" not in registry.rules and "adam" in registry.rules
     assert any("wrong_bindings" in f.error for f in registry.failures)

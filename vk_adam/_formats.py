@@ -94,13 +94,79 @@ def dynamic_map(signed: bool) -> F32:
 
 def thresholds(table: F32) -> F32:
     """Decision thresholds of a map: ``t[k]`` between codes ``k`` and ``k+1`` (255 of them,
-    padded with +inf to 256). A value ``x`` gets the code ``#{k: x >= t[k]}`` (nearest value)."""
+    padded with +inf to 256), the midpoints. The nearest value's code is ``#{k: x >= t[k]}``;
+    the quantizer rounds each threshold up to 1/256 of its bucket (``_codes_of_normalized``)."""
     t = ((table[:-1].astype(np.float64) + table[1:].astype(np.float64)) / 2.0).astype(np.float32)
     return np.append(t, np.float32(np.inf))
 
 
 _MAPS = {True: dynamic_map(True), False: dynamic_map(False)}
 _THRESHOLDS = {k: thresholds(v) for k, v in _MAPS.items()}
+
+
+#: The quantizer's buckets: |x| from 2**-23 to 2 in steps of 1/128 of a binade (a float32's
+#: top 15 bits), each holding at most one decision threshold of either map.
+TABLE_BUCKETS = 24 * 128
+TABLE_FIRST_BUCKET = 104 << 7  # float32 bits >> 16 of 2**-23: below it every value is zero
+#: Words of the quantization-table buffer: per map (signed, then unsigned) 1536 words of
+#: bucket entries (two 16-bit entries per word) and the 256 map values.
+MAP_WORDS = TABLE_BUCKETS // 2 + 256
+TABLE_WORDS = 2 * MAP_WORDS
+
+
+def _bucket_entries(signed: bool) -> npt.NDArray[np.uint16]:
+    """Per bucket: the code at its lower edge (low byte) and where its threshold sits (high
+    byte: the threshold's bits 15..8 rounded up, 1..255; 0 when the bucket has none)."""
+    t = _THRESHOLDS[signed][:255]
+    edges = ((np.arange(TABLE_BUCKETS + 1, dtype=np.uint32) + TABLE_FIRST_BUCKET) << np.uint32(16)).view(
+        np.float32
+    )
+    first = np.searchsorted(t.astype(np.float64), edges[:-1].astype(np.float64), side="right")
+    assert np.all(
+        np.searchsorted(t.astype(np.float64), edges[1:].astype(np.float64), side="left") - first <= 1
+    )
+    code = first.astype(np.int64)
+    pos = np.zeros(TABLE_BUCKETS, np.int64)
+    inside = (first < 255) & (t[np.minimum(first, 254)] < edges[1:])
+    low16 = t[np.minimum(first, 254)].view(np.uint32).astype(np.int64) & 0xFFFF
+    ceil_pos = (low16 + 255) >> 8
+    # a threshold at the bucket's start moves the whole bucket up; one in its last 1/256 moves
+    # to the next bucket's start (the next bucket's code counts it already)
+    code = np.where(inside & (ceil_pos == 0), code + 1, code)
+    pos = np.where(inside & (ceil_pos >= 1) & (ceil_pos <= 255), ceil_pos, 0)
+    return (code | (pos << 8)).astype(np.uint16)
+
+
+_ENTRIES = {True: _bucket_entries(True), False: _bucket_entries(False)}
+
+
+def quant_tables() -> npt.NDArray[np.uint32]:
+    """The words of the harness's quantization-table buffer (``vk_adam_rule.glsl``, copied
+    into shared memory; 14 KiB, within the 16 KiB every Vulkan device offers): per map (signed
+    at word 0, unsigned at ``MAP_WORDS``) the bucket entries and the 256 map values."""
+    words = np.zeros(TABLE_WORDS, np.uint32)
+    for offset, signed in ((0, True), (MAP_WORDS, False)):
+        words[offset : offset + TABLE_BUCKETS // 2] = _ENTRIES[signed].view(np.uint32)
+        words[offset + TABLE_BUCKETS // 2 : offset + MAP_WORDS] = _MAPS[signed].view(np.uint32)
+    return words
+
+
+def _codes_of_normalized(x: npt.NDArray[Any], signed: bool) -> npt.NDArray[np.uint8]:
+    """The harness's quantizer on normalized values (float32): a value's bucket's code, plus
+    one at or past the bucket's threshold (the nearest map value, the threshold rounded to
+    1/256 of a bucket: 2**-15 relative). Negative values mirror their magnitude's code in
+    the signed map (its +1 has no mirror: the most negative code, 0, stands in)."""
+    x32 = np.asarray(x, np.float32)
+    a = np.abs(x32) if signed else np.maximum(x32, np.float32(0))
+    bits = a.view(np.uint32).astype(np.int64)
+    bucket = np.clip((bits >> 16) - TABLE_FIRST_BUCKET, 0, TABLE_BUCKETS - 1)
+    entry = _ENTRIES[signed][bucket].astype(np.int64)
+    pos = entry >> 8
+    code = (entry & 0xFF) + ((pos != 0) & (((bits >> 8) & 0xFF) >= pos))
+    if signed:
+        code = np.where(x32 < 0, 254 - np.minimum(code, 254), code)
+    out: npt.NDArray[np.uint8] = code.astype(np.uint8)
+    return out
 
 
 def zero_code(signed: bool) -> int:
@@ -117,19 +183,15 @@ def quantize_blockwise(values: npt.NDArray[Any], signed: bool) -> tuple[npt.NDAr
     padded = flat.reshape(blocks, BLOCK)
     absmax = np.abs(padded).max(axis=1).astype(np.float32)
     scale = np.where(absmax > 0, absmax.astype(np.float64), 1.0)[:, None]
-    normed = padded / scale
-    codes = np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right")
-    return codes.reshape(-1)[: x.size].astype(np.uint8), absmax
+    codes = _codes_of_normalized(padded / scale, signed)
+    return codes.reshape(-1)[: x.size], absmax
 
 
 def codes_for(values: npt.NDArray[Any], absmax: F32, signed: bool) -> npt.NDArray[np.uint8]:
     """The codes of ``values`` (flat) given their blocks' absmax (no new maxima)."""
     x = np.asarray(values, np.float64).reshape(-1)
     scale = np.repeat(np.asarray(absmax, np.float64), BLOCK)[: x.size]
-    normed = x / np.where(scale > 0, scale, 1.0)
-    return np.searchsorted(_THRESHOLDS[signed][:255].astype(np.float64), normed, side="right").astype(
-        np.uint8
-    )
+    return _codes_of_normalized(x / np.where(scale > 0, scale, 1.0), signed)
 
 
 def dequantize_blockwise(codes: npt.NDArray[np.uint8], absmax: F32, signed: bool) -> npt.NDArray[np.float64]:

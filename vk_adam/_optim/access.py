@@ -78,7 +78,7 @@ class DeviceAccess:
         """Device memory this optimizer's buffers hold, in bytes, by kind: ``param`` (the
         params as stored: 4 or 2 bytes each, plus alignment padding), ``grad``, ``master``
         (fp32 copies of 16-bit params), ``state``, ``absmax`` (8-bit state's block scales),
-        ``other`` (status, clipping's partial sums), and ``total``.
+        ``other`` (status, quantization tables, clipping's partial sums), and ``total``.
         Divide by the number of params for resident bytes per param."""
         self._check_open()
         dev = self._dev
@@ -90,7 +90,7 @@ class DeviceAccess:
                 kinds["master"] += self._rt.buffer_bytes(b.master) if b.master is not None else 0
                 kinds["state"] += sum(self._rt.buffer_bytes(t) for t in b.state.values())
                 kinds["absmax"] += sum(self._rt.buffer_bytes(t) for t in b.absmax.values())
-        other = [dev.status, dev.unused]
+        other = [dev.status, dev.unused, dev.qtable]
         if dev.clipper is not None:
             other.append(dev.clipper.partials)
         kinds["other"] = sum(self._rt.buffer_bytes(t) for t in other)

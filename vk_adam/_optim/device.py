@@ -70,8 +70,9 @@ class DeviceGroups:
         self.rt, self.rule = rt, rule
         self.storage = storage or Storage()
         self.seed = self.storage.seed
-        # A stand-in for bindings a buffer set's formats leave unused (every binding the
-        # shader declares must be valid).
+        # The quantization tables of 8-bit state, and a stand-in for bindings a buffer set's
+        # formats leave unused (every binding the shader declares must be valid).
+        self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
         # 8-bit state: two vec4s per invocation between barriers on GPUs, one on CPU drivers
         # (measured: BENCHMARKS.md, "Storage formats"); $VK_ADAM_INT8_VEC4S overrides.
@@ -120,7 +121,7 @@ class DeviceGroups:
             spec = group.spec
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
-                tensors += [*absmax, bset.master or self.unused]
+                tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
                 spec = (*spec, *padding, *bset.format.spec(self.int8_vec4s))
             update = self.rt.pipeline(
@@ -188,8 +189,8 @@ class DeviceGroups:
                 if t is not None
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
-            # the stand-in buffer is bound (writable) at unused bindings: order it too
-            buffers += [self.unused]
+            # the stand-in (bound, writable, at unused bindings) and the tables: order them too
+            buffers += [self.unused, self.qtable]
             self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
             self._barrier_after = self.rt.barrier_op(buffers)
         return self._barrier_before, self._barrier_after

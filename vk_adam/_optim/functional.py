@@ -106,12 +106,12 @@ def adam_update(
         push = np.zeros(2 + variant.hyper_count, np.float32)  # n, the rule's floats, rng key
         push.view(np.uint32)[0] = n
         push[1:-1] = ADAMW.push_constants(hyper, step)
-        # The harness's bindings for the storage formats (absmax per state, master copy) are
-        # unused with fp32 everything: one small buffer stands in.
+        # The harness's bindings for the storage formats (absmax per state, master copy,
+        # quantization tables) are unused with fp32 everything: one small buffer stands in.
         unused = runtime.buffer(np.zeros(4, np.float32))
         owned.append(unused)
         states = tensors[2:]
-        bound = [tensors[0], tensors[1], status, *states, *[unused] * len(states), unused]
+        bound = [tensors[0], tensors[1], status, *states, *[unused] * len(states), unused, unused]
         algo = runtime.pipeline(bound, load_spirv(str(variant.spirv)), (n + 3) // 4, spec, len(push))
         ops = [
             runtime.barrier_op(bound),

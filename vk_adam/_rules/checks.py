@@ -91,15 +91,15 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
         raise InvalidRuleError(f"{where}: cannot read its SPIR-V: {exc}") from exc
     formats = has_storage_formats(interface)
     k = len(variant.state)
-    # The harness with storage formats adds an absmax buffer per state and the master copy;
-    # an older harness binds param, grad, status and the state.
-    expected = set(range(_FIXED_BINDINGS + 2 * k + 1)) if formats else set(range(_FIXED_BINDINGS + k))
+    # The harness with storage formats adds an absmax buffer per state, the master copy and the
+    # quantization tables; an older harness binds param, grad, status and the state.
+    expected = set(range(_FIXED_BINDINGS + 2 * k + 2)) if formats else set(range(_FIXED_BINDINGS + k))
     if set(interface.bindings) != expected:
         raise InvalidRuleError(
             f"{where}: the shader binds {sorted(interface.bindings)} but the rule declares "
             f"{k} state buffer(s), i.e. bindings {sorted(expected)} "
             "(0 param, 1 grad, 2 status, one per state buffer, then one absmax buffer per state "
-            "buffer, then the master copy); make the variant's state "
+            "buffer, the master copy and the quantization tables); make the variant's state "
             "match the shader's VK_ADAM_STATE_COUNT"
         )
     push_bytes = (8 if formats else 4) + 4 * variant.hyper_count

@@ -21,6 +21,7 @@
 //   bindings 3 .. 3+K-1    the rule's K state buffers, in the order the rule declares them
 //   bindings 3+K .. 3+2K-1 the fp32 absmax per block of each 8-bit state buffer (else unused)
 //   binding 3+2K           the fp32 master copy of a 16-bit param (else unused)
+//   binding 4+2K           the quantization tables of 8-bit state (else unused; _formats.py)
 // Push constants: uint n (element count), VK_ADAM_HYPER_COUNT floats (the rule's per-step values,
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
@@ -74,6 +75,9 @@ layout(std430, set = 0, binding = 2) readonly buffer status_block {
     float vk_adam_grad_scale;
 };
 VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
+layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
+    uint vk_adam_qtable[];
+};
 
 layout(push_constant) uniform vk_adam_push_block {
     uint n;
@@ -185,81 +189,41 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 }
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
-// The dynamic map (vk_adam/_formats.py builds the same table for the host): decade i (0..6)
-// holds N = 2**i (signed map, per sign) or 2**(i+1) (unsigned) values at the centres of equal
-// steps over [0.1, 1] * 10**(i-6), plus 0 and 1 (and the signed map's mirror image). Codes are
-// indices into the ascending table; a value's code is its nearest map value. Both directions
-// are computed from that shape, with no table in memory.
+// The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
+// (quant_tables), copied into shared memory (14 KiB): per map (signed at word 0, unsigned at
+// VK_ADAM_MAP_WORDS) one 16-bit entry per bucket of |x| (a float's top 15 bits, 2**-23 to 2):
+// the code at the bucket's lower edge and where its one decision threshold sits (0: none),
+// then the 256 map values. A value's code is its nearest map value's (the threshold rounded
+// to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
 
+#define VK_ADAM_TABLE_BUCKETS 3072u
+#define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
+#define VK_ADAM_MAP_WORDS 1792u
+shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];
 shared uint vk_adam_block_max[2][8 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
 
-// 10**(i-6) and 10**(6-i) for decade i in 0..6, and 2**-e, without transcendental functions
-// (they would make the 8-bit path compute-bound).
-float vk_adam_decade_scale(int i) {
-    return i >= 6 ? 1.0 : i == 5 ? 0.1 : i == 4 ? 0.01 : i == 3 ? 1e-3 : i == 2 ? 1e-4 : i == 1 ? 1e-5 : 1e-6;
-}
-
-float vk_adam_decade_inverse(int i) {
-    return i >= 6 ? 1.0 : i == 5 ? 10.0 : i == 4 ? 100.0 : i == 3 ? 1e3 : i == 2 ? 1e4 : i == 1 ? 1e5 : 1e6;
-}
-
-float vk_adam_pow2(int e) {  // 2**e, exact, for -126 <= e <= 127
-    return uintBitsToFloat(uint(e + 127) << 23);
-}
-
-// The map value of magnitude index m = N - 1 + j (decade of N values, step j).
-float vk_adam_decade_value(uint m, bool signed_map) {
-    int e = findMSB(m + 1u);
-    float j = float(int(m + 1u) - (1 << e));
-    return vk_adam_decade_scale(signed_map ? e : e - 1) * (0.1 + (j + 0.5) * 0.9 * vk_adam_pow2(-e));
-}
-
-float vk_adam_dequantize(uint c, bool signed_map) {
-    if (c == 255u) return 1.0;
-    if (signed_map) {
-        if (c == 127u) return 0.0;
-        float v = vk_adam_decade_value(c >= 128u ? c - 128u : 126u - c, true);
-        return c >= 128u ? v : -v;
-    }
-    return c == 0u ? 0.0 : vk_adam_decade_value(c, false);
-}
-
-// The magnitude index of the map value nearest to a >= 0 (-1: zero, 255: one).
-int vk_adam_nearest_magnitude(float a, bool signed_map, bool allow_one) {
-    float n0 = signed_map ? 1.0 : 2.0;  // values in decade 0
-    if (a < 0.5e-6 * (0.1 + 0.45 / n0)) return -1;
-    if (allow_one && a >= 0.5 * (2.0 - 0.45 / (64.0 * n0))) return 255;
-    // the decade: a in [0.1, 1) * 10**(i-6) (below 1e-7: decade 0)
-    int i = int(a >= 1e-6) + int(a >= 1e-5) + int(a >= 1e-4) + int(a >= 1e-3) + int(a >= 1e-2) + int(a >= 0.1);
-    float count = n0 * vk_adam_pow2(i);
-    float scale = vk_adam_decade_scale(i);
-    float t = (a * vk_adam_decade_inverse(i) - 0.1) * count * 1.1111111;  // / 0.9
-    int j = int(clamp(t, 0.0, count - 1.0));
-    // Between decades the nearest value may be the neighbour decade's end (this also
-    // corrects a decade off by one where a sits on a decade's edge).
-    if (j == int(count) - 1 && i < 6) {
-        float next_bottom = 10.0 * scale * (0.1 + 0.225 / count);
-        if (a >= 0.5 * (scale * (1.0 - 0.45 / count) + next_bottom)) {
-            return int(2.0 * count) - 1;  // the first value of decade i+1
-        }
-    } else if (j == 0 && i > 0) {
-        float previous_top = 0.1 * scale * (1.0 - 0.9 / count);
-        if (a < 0.5 * (previous_top + scale * (0.1 + 0.45 / count))) {
-            return int(count) - 2;  // the last value of decade i-1
-        }
-    }
-    return int(count) - 1 + j;
+// The code of a >= 0 in the map whose table starts at word `map`.
+uint vk_adam_code_of(float a, uint map) {
+    uint bits = floatBitsToUint(a);
+    uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
+                      VK_ADAM_TABLE_BUCKETS - 1u);
+    uint entry = (vk_adam_tables[map + (bucket >> 1)] >> ((bucket & 1u) * 16u)) & 0xFFFFu;
+    uint position = entry >> 8;
+    return (entry & 0xFFu) + ((position != 0u && ((bits >> 8) & 0xFFu) >= position) ? 1u : 0u);
 }
 
 uint vk_adam_quantize(float x, bool signed_map) {
-    if (signed_map) {
-        int m = vk_adam_nearest_magnitude(abs(x), true, x > 0.0);
-        if (m < 0) return 127u;
-        if (m == 255) return 255u;
-        return x > 0.0 ? 128u + uint(m) : 126u - uint(m);
+    if (!signed_map) {
+        return vk_adam_code_of(max(x, 0.0), VK_ADAM_MAP_WORDS);
     }
-    int m = vk_adam_nearest_magnitude(max(x, 0.0), false, true);
-    return m < 0 ? 0u : uint(m);
+    // The signed map is symmetric but for +1 (code 255): a negative value takes its
+    // magnitude's mirror image, down to the most negative value (code 0).
+    uint c = vk_adam_code_of(abs(x), 0u);
+    return x < 0.0 ? 254u - min(c, 254u) : c;
+}
+
+float vk_adam_dequantize(uint c, bool signed_map) {
+    return uintBitsToFloat(vk_adam_tables[(signed_map ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + c]);
 }
 
 vec4 vk_adam_dequantize4(uint w, float amax, bool signed_map) {
@@ -478,6 +442,10 @@ const uint VK_ADAM_PER_INVOCATION = VK_ADAM_ANY_INT8 ? 2u : 1u;
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
+    if (VK_ADAM_ANY_INT8) {  // the same for every invocation: a specialization constant
+        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) vk_adam_tables[w] = vk_adam_qtable[w];
+        barrier();
+    }
     if (vk_adam_skip_step != 0u) {
         return;  // every invocation reads the same flag: no barrier below is left half-reached
     }
