@@ -200,7 +200,11 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
 #define VK_ADAM_MAP_WORDS 1792u
 shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];
-shared uint vk_adam_block_max[2][8 * VK_ADAM_STATE_SLOTS];  // two banks: see main()
+// Block maxima: two banks (see main()) x 4 state buffers x 8 blocks per tile x 8 partial
+// maxima. Invocation lid adds to partial lid % 8 of its block, so at most 4 lanes of a 32-wide
+// subgroup contend for one address (not 32); readers take the max of the 8 partials.
+#define VK_ADAM_PARTIALS 8u
+shared uint vk_adam_block_max[2][64 * VK_ADAM_STATE_SLOTS];
 
 // The code of a >= 0 in the map whose table starts at word `map`.
 uint vk_adam_code_of(float a, uint map) {
@@ -431,11 +435,21 @@ const uint VK_ADAM_PER_INVOCATION = VK_ADAM_ANY_INT8 ? 2u : 1u;
         if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n);                   \
     }
 
+// The first of the partial maxima of state buffer k's block that this invocation's vec4 in
+// half `half` of the tile belongs to.
+#define vk_adam_block_slot(k, half) (64u * (k) + 32u * (half) + 8u * (lid >> 6))
+
+float vk_adam_block_absmax(uint bank, uint slot) {
+    uint m = 0u;
+    for (uint q = 0u; q < VK_ADAM_PARTIALS; q++) m = max(m, vk_adam_block_max[bank][slot + q]);
+    return uintBitsToFloat(m);
+}
+
 // 8-bit state: add vec4 i's largest |value| of each 8-bit state buffer to its block's slot.
 #define VK_ADAM_BLOCK_MAX(S, i, half)                                            \
     for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {                      \
         if (i < n_vec4 && vk_adam_state_format(k) >= 2u) {                       \
-            atomicMax(vk_adam_block_max[bank][8u * k + 4u * half + (lid >> 6)], \
+            atomicMax(vk_adam_block_max[bank][vk_adam_block_slot(k, half) + (lid & 7u)], \
                       vk_adam_abs_max_bits(S[k], i, n));                         \
         }                                                                        \
     }
@@ -479,7 +493,7 @@ void main() {
         // The absmax of each block of 256 updated values. The banks alternate between tiles,
         // so resetting the next tile's bank cannot race with reads of this one (every
         // invocation passes this tile's barriers before that).
-        if (lid < 8u * uint(VK_ADAM_STATE_SLOTS)) vk_adam_block_max[bank][lid] = 0u;
+        if (lid < 64u * uint(VK_ADAM_STATE_SLOTS)) vk_adam_block_max[bank][lid] = 0u;
         barrier();
         VK_ADAM_BLOCK_MAX(s0, i0, 0u)
         if (two) {
@@ -488,8 +502,8 @@ void main() {
         barrier();
         vec4 amax0 = vec4(0.0), amax1 = vec4(0.0);
         for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
-            amax0[k] = uintBitsToFloat(vk_adam_block_max[bank][8u * k + (lid >> 6)]);
-            amax1[k] = uintBitsToFloat(vk_adam_block_max[bank][8u * k + 4u + (lid >> 6)]);
+            amax0[k] = vk_adam_block_absmax(bank, vk_adam_block_slot(k, 0u));
+            amax1[k] = two ? vk_adam_block_absmax(bank, vk_adam_block_slot(k, 1u)) : 0.0;
         }
         bank ^= 1u;
         VK_ADAM_STORE(p0, s0, i0, amax0)
