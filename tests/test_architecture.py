@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "vk_adam"
 LAYERS = {
     "_errors": 0,
     "_inputs": 0,
+    "_formats": 0,
     "shaderc": 0,
     "_runtime": 1,
     "_rules": 1,

@@ -24,6 +24,7 @@ from ._optim.optimizer import Optimizer
 from ._optim.storage import group_format
 from ._rules.checks import check_rule_object
 from ._rules.rule import UpdateRule, variant_settings
+from ._runtime import Runtime
 
 __all__ = ["FORMAT_CASES", "ConformanceReport", "FormatReference", "RuleConformanceError", "check_rule"]
 
@@ -82,6 +83,7 @@ def check_rule(
     allowed_mismatch_fraction: float = 1e-3,
     seed: int | None = None,
     formats: Iterable[tuple[str, bool, str]] = FORMAT_CASES,
+    device: int | str | None = None,
 ) -> ConformanceReport:
     """Run ``rule``'s shader against its reference on random inputs; raise on disagreement.
 
@@ -90,6 +92,7 @@ def check_rule(
     value of each specialization constant (e.g. SGD with and without momentum, Nesterov,
     maximize); a variant no such setting reaches is a :class:`RuleConformanceError` that asks
     for explicit ``hyper``.
+    ``device``: the Vulkan device (as ``Optimizer``'s); one is opened for all the checks.
     Elements agree when ``|gpu - ref| <= rtol * max|ref|``. Rules with discontinuities (sign,
     clipping) may flip an element whose input rounds across the edge in float32; up to
     ``allowed_mismatch_fraction`` of the elements (at least one) may differ for that reason.
@@ -107,84 +110,98 @@ def check_rule(
     elements may break this, as above.
     """
     check_rule_object(rule)
-    tested = list(_default_hyper(rule) if hyper is None else hyper)
-    rng = np.random.default_rng(seed)
-    worst = 0.0
-    cases = 0
-    variants: list[str] = []
-    for overrides in tested:
-        options = {**rule.defaults, **overrides}
-        variant = rule.select_variant(options)
-        if variant not in variants:
-            variants.append(variant)
-        for n in sizes:
-            cases += 1
-            p = rng.standard_normal(n).astype(np.float32)
-            with Optimizer([{"params": [p], **overrides}], rule) as opt:
-                for step in range(1, steps + 1):
-                    before = opt.state_dict()
-                    state = {
-                        k: (
-                            before["state"][0][k]
-                            if before["state"]
-                            else np.full(n, s.initial_value, np.float32)
-                        )
-                        .astype(np.float64)
-                        .reshape(-1)
-                        for k, s in ((s.name, s) for s in rule.variant_for(options).state)
-                    }
-                    ref = p.astype(np.float64)
-                    start_param = ref.reshape(-1).copy()
-                    start_state = {k: v.copy() for k, v in state.items()}
-                    g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
-                    opt.step([g])
-                    # Read-only: callers (benchmarks, the demo) reuse one gradient array.
-                    g64 = g.astype(np.float64)
-                    g64.flags.writeable = False
-                    try:
-                        rule.reference(ref, g64, state, options, step)
-                    except ValueError as exc:
-                        if "read-only" not in str(exc):
-                            raise
-                        raise RuleConformanceError(
-                            f"rule {rule.name!r}: its reference modified grad in place ({exc}); "
-                            "grad is read-only, copy it first (g = grad.copy())"
-                        ) from exc
-                    after = opt.state_dict()["state"][0]
-                    # (name, GPU result, reference result, value before the step): errors are
-                    # measured against the buffer's scale before and after the step, since a
-                    # result that cancels to near zero keeps the rounding of its operands.
-                    pairs = [("param", p.reshape(-1), ref, start_param)]
-                    pairs += [(k, after[k].reshape(-1), v, start_state[k]) for k, v in state.items()]
-                    for what, got, want, before_value in pairs:
-                        scale = max(float(np.max(np.abs(want))), float(np.max(np.abs(before_value))), 1e-30)
-                        err = np.abs(got.astype(np.float64) - want) / scale
-                        bad = int(np.count_nonzero(err > rtol))
-                        limit = max(1, int(allowed_mismatch_fraction * n))
-                        if bad > (limit if n > 1 else 0) or not np.all(np.isfinite(got)):
-                            raise RuleConformanceError(
-                                f"rule {rule.name!r}: {what} differs from the reference at step "
-                                f"{step} (n={n}, hyper={dict(overrides)}): {bad} of {n} elements "
-                                f"beyond rtol={rtol}, worst {float(np.max(err)):.3e}"
+    # One device for every optimizer the checks make (opening a Vulkan device per optimizer
+    # is slow, and some drivers limit how many a process may open).
+    runtime = Runtime(device=device)
+    manager = runtime.manager
+    try:
+        tested = list(_default_hyper(rule) if hyper is None else hyper)
+        rng = np.random.default_rng(seed)
+        worst = 0.0
+        cases = 0
+        variants: list[str] = []
+        for overrides in tested:
+            options = {**rule.defaults, **overrides}
+            variant = rule.select_variant(options)
+            if variant not in variants:
+                variants.append(variant)
+            for n in sizes:
+                cases += 1
+                p = rng.standard_normal(n).astype(np.float32)
+                with Optimizer([{"params": [p], **overrides}], rule, manager=manager) as opt:
+                    for step in range(1, steps + 1):
+                        before = opt.state_dict()
+                        state = {
+                            k: (
+                                before["state"][0][k]
+                                if before["state"]
+                                else np.full(n, s.initial_value, np.float32)
                             )
-                        worst = max(worst, float(np.max(np.where(err > rtol, 0.0, err))))
-            # The skip flag (binding 2) must leave everything untouched.
-            q = rng.standard_normal(n).astype(np.float32)
-            with Optimizer([{"params": [q], **overrides}], rule, skip_nonfinite=True) as opt:
-                saved = q.copy()
-                g = rng.standard_normal(n).astype(np.float32)
-                g[-1] = np.nan
-                if not opt.step([g]).skipped or not np.array_equal(q, saved):
-                    raise RuleConformanceError(
-                        f"rule {rule.name!r}: its shader does not honour the skip flag (binding 2); "
-                        "include vk_adam_rule.glsl and keep its main()"
-                    )
-    for overrides in tested:
-        for case in formats:
-            cases += 1
-            worst = max(
-                worst, _check_format(rule, overrides, case, steps, rtol, allowed_mismatch_fraction, rng)
-            )
+                            .astype(np.float64)
+                            .reshape(-1)
+                            for k, s in ((s.name, s) for s in rule.variant_for(options).state)
+                        }
+                        ref = p.astype(np.float64)
+                        start_param = ref.reshape(-1).copy()
+                        start_state = {k: v.copy() for k, v in state.items()}
+                        g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
+                        opt.step([g])
+                        # Read-only: callers (benchmarks, the demo) reuse one gradient array.
+                        g64 = g.astype(np.float64)
+                        g64.flags.writeable = False
+                        try:
+                            rule.reference(ref, g64, state, options, step)
+                        except ValueError as exc:
+                            if "read-only" not in str(exc):
+                                raise
+                            raise RuleConformanceError(
+                                f"rule {rule.name!r}: its reference modified grad in place ({exc}); "
+                                "grad is read-only, copy it first (g = grad.copy())"
+                            ) from exc
+                        after = opt.state_dict()["state"][0]
+                        # (name, GPU result, reference result, value before the step): errors are
+                        # measured against the buffer's scale before and after the step, since a
+                        # result that cancels to near zero keeps the rounding of its operands.
+                        pairs = [("param", p.reshape(-1), ref, start_param)]
+                        pairs += [(k, after[k].reshape(-1), v, start_state[k]) for k, v in state.items()]
+                        for what, got, want, before_value in pairs:
+                            scale = max(
+                                float(np.max(np.abs(want))), float(np.max(np.abs(before_value))), 1e-30
+                            )
+                            err = np.abs(got.astype(np.float64) - want) / scale
+                            bad = int(np.count_nonzero(err > rtol))
+                            limit = max(1, int(allowed_mismatch_fraction * n))
+                            if bad > (limit if n > 1 else 0) or not np.all(np.isfinite(got)):
+                                raise RuleConformanceError(
+                                    f"rule {rule.name!r}: {what} differs from the reference at step "
+                                    f"{step} (n={n}, hyper={dict(overrides)}): {bad} of {n} elements "
+                                    f"beyond rtol={rtol}, worst {float(np.max(err)):.3e}"
+                                )
+                            worst = max(worst, float(np.max(np.where(err > rtol, 0.0, err))))
+                # The skip flag (binding 2) must leave everything untouched.
+                q = rng.standard_normal(n).astype(np.float32)
+                with Optimizer(
+                    [{"params": [q], **overrides}], rule, skip_nonfinite=True, manager=manager
+                ) as opt:
+                    saved = q.copy()
+                    g = rng.standard_normal(n).astype(np.float32)
+                    g[-1] = np.nan
+                    if not opt.step([g]).skipped or not np.array_equal(q, saved):
+                        raise RuleConformanceError(
+                            f"rule {rule.name!r}: its shader does not honour the skip flag (binding 2); "
+                            "include vk_adam_rule.glsl and keep its main()"
+                        )
+        for overrides in tested:
+            for case in formats:
+                cases += 1
+                worst = max(
+                    worst,
+                    _check_format(
+                        manager, rule, overrides, case, steps, rtol, allowed_mismatch_fraction, rng
+                    ),
+                )
+    finally:
+        runtime.close()
     return ConformanceReport(rule.name, cases, worst, tuple(variants), tuple(dict(h) for h in tested))
 
 
@@ -195,6 +212,7 @@ def _ordered(bits: np.ndarray) -> np.ndarray:
 
 
 def _check_format(
+    manager: Any,
     rule: UpdateRule,
     overrides: Mapping[str, Any],
     case: tuple[str, bool, str],
@@ -218,7 +236,8 @@ def _check_format(
     worst = 0.0
     seed = int(rng.integers(2**32))
     group = {"params": [p], **overrides}
-    with Optimizer([group], rule, state_dtype=state_dtype, stochastic_rounding=stochastic, seed=seed) as opt:
+    kwargs: dict[str, Any] = {"state_dtype": state_dtype, "stochastic_rounding": stochastic, "seed": seed}
+    with Optimizer([group], rule, manager=manager, **kwargs) as opt:
         ref = FormatReference(rule, options, form, seed=seed)
         for step in range(1, steps + 1):
             before = opt.state_dict()["state"]
