@@ -29,15 +29,17 @@ from ._runtime import Runtime
 __all__ = ["FORMAT_CASES", "ConformanceReport", "FormatReference", "RuleConformanceError", "check_rule"]
 
 #: The storage formats :func:`check_rule` runs each rule under, beyond float32 everything:
-#: (param dtype, stochastic rounding, state dtype). Together they cover every state format,
-#: both 16-bit param dtypes and both ways a 16-bit param takes an update.
+#: (param dtype, stochastic rounding, state dtype). Every pairing of param dtype and state dtype,
+#: and both ways a 16-bit param takes an update (fp32 master copy, stochastic rounding).
 FORMAT_CASES: tuple[tuple[str, bool, str], ...] = (
     ("float32", False, "bfloat16"),
     ("float32", False, "int8-blockwise"),
-    ("bfloat16", False, "float32"),
-    ("float16", False, "int8-blockwise"),
-    ("bfloat16", True, "int8-blockwise"),
+    ("float16", False, "float32"),
     ("float16", True, "bfloat16"),
+    ("float16", False, "int8-blockwise"),
+    ("bfloat16", True, "float32"),
+    ("bfloat16", False, "bfloat16"),
+    ("bfloat16", True, "int8-blockwise"),
 )
 #: Elements per format check: over INT8_MIN_ELEMENTS (so 8-bit state is used), with a partial
 #: last block.
@@ -99,8 +101,8 @@ def check_rule(
     Also checks that the shader honours the skip flag (binding 2), the registration rules,
     and that ``reference`` does not modify ``grad`` (it gets a read-only array).
 
-    Then, for each storage format of ``formats`` (default :data:`FORMAT_CASES`: every state
-    format, fp16 and bf16 params with a master copy and with stochastic rounding), the same
+    Then, for each storage format of ``formats`` (default :data:`FORMAT_CASES`: every pairing
+    of param and state dtype, 16-bit params with a master copy and with stochastic rounding), the same
     one-step checks against :class:`FormatReference`, the reference with the harness's exact
     quantization and rounding. A stored 16-bit value or 8-bit code equals the reference's,
     except where the reference's float64 value lies within ``rtol`` (of the buffer's scale) of
