@@ -328,9 +328,7 @@ def prepare_grads(
             if g.dtype != want:
                 # stacklevel: this function, Optimizer.step, the caller of step()
                 is_float = np.issubdtype(g.dtype, np.floating) or fmt.dtype_name(g.dtype) is not None
-                convert_float_or_refuse(
-                    f"grad for {name}", g.dtype, is_float, stacklevel=3, to=param_dtype
-                )
+                convert_float_or_refuse(f"grad for {name}", g.dtype, is_float, stacklevel=3, to=param_dtype)
                 g = g.astype(want)
             prepared.append(g)
         out.append(prepared)
