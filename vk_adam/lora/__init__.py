@@ -3,7 +3,8 @@
 A LoRA adapter (Hu et al. 2021) adds ``scale * B @ A`` to each frozen target weight
 ``W [out, in]``, with ``A [rank, in]`` (Kaiming-uniform) and ``B [out, rank]`` (zeros), and
 ``scale = alpha / rank`` (or ``alpha / sqrt(rank)``, rsLoRA). All A and B tensors of an adapter
-live in one float32 array (``flat_params``), each a view at an offset aligned to 64 elements;
+live in one array (``flat_params``: float32, float16 or bfloat16, the adapter's ``dtype``), each a
+view at an offset aligned to 64 elements;
 their gradients live in ``flat_grads`` with the same layout. An optimizer over the adapter sees
 one parameter, so a step is one dispatch whatever the tensor count::
 
