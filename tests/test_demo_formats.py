@@ -96,7 +96,10 @@ def test_the_formats_hold_less_state(runs):
     assert master["param"] == base["memory_bytes"]["param"] // 2 and master["master"] > 0
     rounded = memory["bfloat16 params (stochastic rounding), int8 state"]
     assert rounded["master"] == 0 and rounded["state"] < base["memory_bytes"]["state"]
-    assert runs["bfloat16 params (stochastic rounding), int8 state"][1]["bytes_per_param"] < 8
+    # resident optimizer memory per param (param, grad, master, state, block scales; not the
+    # fixed status and quantization-table buffers): the bound for bf16 + int8 is 6.1
+    resident = sum(rounded[k] for k in ("param", "grad", "master", "state", "absmax"))
+    assert resident / base["elements"] <= 6.1
     assert base["bytes_per_param"] == base["memory_bytes"]["total"] / base["elements"]
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam.testing import check_rule
+from vk_adam.testing import FORMAT_CASES, check_rule
 
 
 def test_lion_is_registered_from_its_distribution():
@@ -14,8 +14,14 @@ def test_lion_is_registered_from_its_distribution():
 
 def test_lion_conforms_to_its_reference():
     rule = vk_adam.default_registry().get("lion")
-    report = check_rule(rule, hyper=[{"lr": 0.01}, {"lr": 0.003, "weight_decay": 0.1, "betas": (0.8, 0.95)}])
-    assert report.cases == 8
+    # sign(u) flips where u = beta1*m + (1-beta1)*g cancels to about zero; with 16-bit params and
+    # state such exact cancellations are common (0.8*m == -0.2*g), so allow 0.5% of elements
+    report = check_rule(
+        rule,
+        hyper=[{"lr": 0.01}, {"lr": 0.003, "weight_decay": 0.1, "betas": (0.8, 0.95)}],
+        allowed_mismatch_fraction=5e-3,
+    )
+    assert report.cases == 2 * (4 + len(FORMAT_CASES))
 
 
 def test_lion_over_100_steps_matches_reference():
