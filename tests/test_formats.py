@@ -438,3 +438,32 @@ def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng):
     nearest = np.searchsorted(thresholds, stored, side="right")
     close = np.min(np.abs(stored[:, None] - thresholds[None, :]), axis=1) <= 2.0**-15 * np.abs(stored)
     assert not np.any((emulated != nearest) & ~close)
+
+
+def test_a_rule_can_keep_a_state_buffer_fp32(rng):
+    """StateBuffer(keep_fp32=True) stays fp32 under any state_dtype; check_rule still passes."""
+    import dataclasses
+
+    adamw = default_registry().get("adamw")
+    variants = {
+        key: dataclasses.replace(
+            v,
+            state=tuple(
+                dataclasses.replace(s, keep_fp32=True) if s.name == "exp_avg_sq" else s for s in v.state
+            ),
+        )
+        for key, v in adamw.variants.items()
+    }
+    rule = dataclasses.replace(adamw, name="adamw_fp32_v", variants=variants)
+    p = rng.standard_normal(5000).astype(np.float32)
+    with vk_adam.Optimizer([p], rule, state_dtype="int8-blockwise") as opt:
+        opt.step([rng.standard_normal(5000).astype(np.float32)])
+        state = opt.state_dict()["state"][0]
+    assert state["exp_avg"].dtype == np.uint8 and state["exp_avg_sq"].dtype == np.float32
+    assert "exp_avg_sq.absmax" not in state
+    check_rule(
+        rule,
+        sizes=(7,),
+        steps=2,
+        formats=[("float32", False, "int8-blockwise"), ("bfloat16", True, "bfloat16")],
+    )
