@@ -160,9 +160,16 @@ def optimizer_options(cfg: DemoConfig) -> dict[str, Any]:
 
 
 def memory_info(opt: Optimizer, elements: int) -> dict[str, Any]:
-    """The optimizer's resident device bytes by kind, and per LoRA parameter."""
+    """The optimizer's resident device bytes by kind, and per LoRA parameter: in all
+    (``bytes_per_param``) and in the per-param buffers alone (param, grad, master copy, state,
+    block scales: ``resident_bytes_per_param``, without the fixed status and table buffers)."""
     memory = opt.memory_bytes()
-    return {"memory_bytes": memory, "bytes_per_param": memory["total"] / elements}
+    per_param = sum(memory[k] for k in ("param", "grad", "master", "state", "absmax"))
+    return {
+        "memory_bytes": memory,
+        "bytes_per_param": memory["total"] / elements,
+        "resident_bytes_per_param": per_param / elements,
+    }
 
 
 def fresh_run(

@@ -76,8 +76,9 @@ def print_summary(formats: str, summary: dict[str, Any], tensors: int, out: Path
     memory = summary["memory_bytes"]
     kinds = ", ".join(f"{k} {v}" for k, v in memory.items() if k != "total" and v)
     print(
-        f"{formats}: {summary['bytes_per_param']:.2f} resident bytes per param "
-        f"({memory['total']} bytes: {kinds})"
+        f"{formats}: {summary['resident_bytes_per_param']:.2f} bytes per param in params, grads "
+        f"and state; {summary['bytes_per_param']:.2f} with the fixed buffers ({memory['total']} "
+        f"bytes: {kinds})"
     )
     first, last = summary["initial_loss"], summary["final_loss"]
     print(f"loss: {first:.4e} -> {last:.4e}  ({summary['loss_reduction']:.0f}x lower)")
