@@ -276,8 +276,9 @@ class DeviceGroups:
         push = np.empty(self._push_words(group.variant), np.float32)
         push.view(np.uint32)[0] = bset.n
         push[1 : 1 + len(values)] = values
-        if len(push) > 1 + len(values):
-            push.view(np.uint32)[-1] = fmt.step_key(self.seed, bset.index, step)
+        if len(push) > 1 + len(values):  # the rng key: read only by stochastic rounding
+            stochastic = bset.format.mode == fmt.MODE_STOCHASTIC
+            push.view(np.uint32)[-1] = fmt.step_key(self.seed, bset.index, step) if stochastic else 0
         return push
 
     @staticmethod
