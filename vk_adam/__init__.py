@@ -31,16 +31,26 @@ from ._rules.registry import (
     reload_registry,
 )
 from ._rules.rule import ShaderVariant, StateBuffer, UpdateRule
-from ._runtime import DEVICE_ENV, DeviceInfo, list_devices, select_device
+from ._runtime import (
+    DEVICE_ENV,
+    LINGER_ENV,
+    DeviceHandle,
+    DeviceInfo,
+    list_devices,
+    open_device,
+    select_device,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BLOCK_ENV",
     "DEVICE_ENV",
+    "LINGER_ENV",
     "SGD",
     "Adam",
     "AdamW",
+    "DeviceHandle",
     "DeviceInfo",
     "NoVulkanDeviceError",
     "Optimizer",
@@ -63,6 +73,7 @@ __all__ = [
     "list_devices",
     "list_rules",
     "load_registry",
+    "open_device",
     "reload_registry",
     "select_device",
 ]

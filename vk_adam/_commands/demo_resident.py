@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._runtime import select_device
+from .._runtime import open_device
 from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint
 from ..schedules import LambdaLR
 from .demo_model import make_dataset
@@ -89,7 +89,9 @@ def train_resident(
     adapter, model, rng = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
     base = {path: w.astype(np.float32) for path, w in model.base.items()}
-    mgr = example.open_manager(select_device(device).index)
+    # The process's shared device: the optimizer and the example's shaders use one VkDevice.
+    dev = open_device(device)
+    mgr = dev.manager
     ckpt = out / CHECKPOINT_NAME
     losses: list[float] = []
     start = 0
@@ -132,7 +134,7 @@ def train_resident(
             bar(None)
             adapter.pull_params()  # the final adapter: the only other download
             trainer.destroy()
-        adapter.device_params = None  # the weights are on the host now; the manager goes away
+        adapter.device_params = None  # the weights are on the host now; the device may go
     finally:
-        mgr.destroy()
+        dev.close()
     return adapter, losses, info

@@ -6,7 +6,6 @@ travel as push constants (one cached pipeline), and the math is torch's (see REA
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Mapping
 from typing import Any
@@ -18,11 +17,6 @@ from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from .clipping import initial_status
 from .groups import as_step, check_hyper_types, check_options, show
-
-
-@functools.cache
-def _shared_runtime(device: int | str | None) -> Runtime:
-    return Runtime(device=device)
 
 
 def adam_update(
@@ -90,7 +84,9 @@ def adam_update(
     if not 0 < n <= MAX_ELEMENTS:
         raise ValueError(f"buffers hold {n} elements; between 1 and {MAX_ELEMENTS} are supported")
 
-    runtime = Runtime(manager=manager) if manager is not None else _shared_runtime(device)
+    # The process's shared device (or the application's manager); the pipeline is shared too,
+    # so a call builds only its buffers and a descriptor set.
+    runtime = Runtime(manager=manager, device=device)
     owned: list[Any] = []
     algo = None
     try:
@@ -130,5 +126,4 @@ def adam_update(
             runtime.destroy_pipeline(algo)
         for tensor in owned:
             runtime.free_buffer(tensor)
-        if manager is not None:
-            runtime.close()
+        runtime.close()

@@ -125,12 +125,3 @@ def select_device(device: int | str | None = None) -> DeviceInfo:
     if not matches:
         raise ValueError(f"no Vulkan device name contains {choice!r}; devices are {names}")
     return matches[0]
-
-
-def open_manager(device: int | str | None = None) -> tuple[Any, DeviceInfo]:
-    """Create a kp.Manager on the selected device."""
-    info = select_device(device)
-    try:
-        return kp_module().Manager(info.index), info
-    except Exception as exc:
-        raise NoVulkanDeviceError(f"could not open Vulkan device {info.name!r}: {exc}") from exc

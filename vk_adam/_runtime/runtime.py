@@ -24,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import NoVulkanDeviceError
+from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
-from .devices import DeviceInfo, open_manager
+from .devices import DeviceInfo
 
 Array = npt.NDArray[Any]
 
@@ -67,23 +68,29 @@ class Pending:
 
 
 class Runtime:
-    """One Vulkan device (through kp) and every buffer, pipeline and sequence made on it.
+    """Every buffer, pipeline and sequence one user (an optimizer, a check) made on a device.
 
-    ``manager``: the application's ``kp.Manager`` (then it is not destroyed by :meth:`close`),
-    or None to open one on ``device`` (see :func:`select_device`).
+    ``manager``: the application's ``kp.Manager`` (never destroyed here), or None to use the
+    process's shared device for ``device`` (see :func:`select_device` and :mod:`.shared`):
+    :meth:`close` frees this runtime's objects and drops its reference on that device.
     """
 
     def __init__(self, *, manager: Any = None, device: int | str | None = None) -> None:
         self.kp = kp_module()
         self.features: KpFeatures = kp_features()
         warn_if_stock()
-        self._owns_manager = manager is None
+        self._shared: _shared.SharedDevice | None = None
         if manager is None:
-            self.manager, self.device = open_manager(device)
+            self._shared = _shared.acquire(device)
+            self.manager, self.device = self._shared.manager, self._shared.info
+            _shared.register_closer(self._shared, self)
         else:
             self.manager = manager
+            known = _shared.lookup(manager)
+            if known is not None:  # vk-adam's own shared manager, handed back to it
+                self.device = known.info
         props = self.manager.get_device_properties()
-        if manager is not None:
+        if manager is not None and not hasattr(self, "device"):
             self.device = DeviceInfo(
                 -1,
                 str(props["device_name"]),
@@ -263,24 +270,27 @@ class Runtime:
         return self._closed
 
     def close(self) -> None:
-        """Free every object made here (and the manager, when this runtime opened it).
+        """Free every object made here and drop this runtime's reference on the shared device.
 
         The caller waits for its submitted work first."""
         if self._closed:
             return
         self._closed = True
-        for algo in self._pipelines:
-            algo.destroy()
-        for seq in self._sequences:
-            seq.destroy()
-        for tensor in self._buffers:
-            tensor.destroy()
+        shared, self._shared = self._shared, None
+        if shared is None or not shared.closed:
+            # Sequences first: destroying one waits for its submitted work.
+            for seq in self._sequences:
+                seq.destroy()
+            for algo in self._pipelines:
+                algo.destroy()
+            for tensor in self._buffers:
+                tensor.destroy()
         self._pipelines, self._sequences, self._free_sequences, self._buffers = [], [], [], []
         self._run_sequence = None
         self._bridge_op = None
-        if self._owns_manager:
-            self.manager.destroy()
         self.manager = None
+        if shared is not None:
+            _shared.release(shared)
 
 
 __all__ = ["MAX_ELEMENTS", "MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor"]

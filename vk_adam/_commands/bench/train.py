@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._runtime import open_device
+
 #: Submissions timed after one warm-up submission.
 REPEATS = 5
 
@@ -46,7 +48,8 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
     adapter, model, _ = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
     base = {path: w.astype(np.float32) for path, w in model.base.items()}
-    mgr = example.open_manager(device_index)
+    dev = open_device(device_index)  # the process's shared device, as the optimizer's
+    mgr = dev.manager
     try:
         opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
         with opt:
@@ -72,7 +75,7 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
             trainer.destroy()
         adapter.device_params = None
     finally:
-        mgr.destroy()
+        dev.close()
     step_s, update_s = statistics.median(walls), statistics.median(updates)
     return {
         "backend": "vk-adam resident",

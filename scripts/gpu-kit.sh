@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Run vk-adam's suite on a GPU machine that has no network (see docs/gpu-testing.md).
+#
+#   bash scripts/gpu-kit.sh download [DIR]   on a networked Debian 12 machine: fetch into DIR
+#                                            (default .dev/kit) the Debian packages, wheels and
+#                                            kp's sdist the GPU machine lacks
+#   bash scripts/gpu-kit.sh install  [DIR]   on the GPU machine (root): unpack the packages, install
+#                                            the wheels, build the patched kp and vk-adam (editable)
+#                                            into $PYTHON (default python3)
+#   source <(bash scripts/gpu-kit.sh env [DIR])   the environment later commands need there
+#
+# The GPU machine must already have Python 3, NumPy and the vendor's Vulkan driver (its ICD json);
+# it needs neither a Vulkan loader nor a compiler package from Debian: the loader, the Khronos
+# validation layers, glslang and spirv-tools come from DIR. `KIT_PYTHON_VERSION` (default 3.12)
+# is the GPU machine's Python version, for which the wheels are fetched.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODE="${1:-}"
+DIR="$(mkdir -p "${2:-$ROOT/.dev/kit}" && cd "${2:-$ROOT/.dev/kit}" && pwd)"
+PY="${PYTHON:-python3}"
+log() { printf '[gpu-kit] %s\n' "$*" >&2; }
+# Unpacked into / (the loader and layers must be where the loader looks).
+SYSTEM_DEBS=(libvulkan1 libvulkan-dev libfmt9 libfmt-dev vulkan-validationlayers
+  libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+# Unpacked beside the kit (tools only, put on PATH).
+TOOL_DEBS=(glslang-tools spirv-tools)
+WHEELS=(hatchling editables trove-classifiers pathspec packaging pluggy "pybind11>=3" setuptools wheel)
+
+case "$MODE" in
+download)
+  o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/gpu-kit-lists)
+  mkdir -p /tmp/gpu-kit-lists/partial "$DIR/debs" "$DIR/wheels"
+  apt-get "${o[@]}" update -qq
+  (cd "$DIR/debs" && apt-get "${o[@]}" download -qq "${SYSTEM_DEBS[@]}" "${TOOL_DEBS[@]}")
+  "$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    --python-version "${KIT_PYTHON_VERSION:-3.12}" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
+    -d "$DIR/wheels" "${WHEELS[@]}"
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: kp==0.9.0 -d "$DIR"
+  log "kit in $DIR ($(du -sh "$DIR" | cut -f1))"
+  ;;
+env)
+  icd="${VK_DRIVER_FILES:-}"
+  [ -z "$icd" ] && for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+    /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+    [ -f "$f" ] && icd="$f" && break
+  done
+  [ -n "$icd" ] && echo "export VK_DRIVER_FILES=$icd"
+  echo "export PATH=$DIR/root/usr/bin:\$PATH"
+  echo "export LD_LIBRARY_PATH=$DIR/root/usr/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+  ;;
+install)
+  for name in "${SYSTEM_DEBS[@]}"; do
+    for f in "$DIR"/debs/"${name}"_*.deb; do dpkg -x "$f" /; done
+  done
+  mkdir -p "$DIR/root"
+  for name in "${TOOL_DEBS[@]}"; do
+    for f in "$DIR"/debs/"${name}"_*.deb; do dpkg -x "$f" "$DIR/root"; done
+  done
+  ldconfig
+  # glslang/spirv-tools shared libraries live beside their tools.
+  export LD_LIBRARY_PATH="$DIR/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  eval "$(bash "${BASH_SOURCE[0]}" env "$DIR")"
+  "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \
+    hatchling editables "pybind11>=3" setuptools wheel
+  wheel="$(bash "$ROOT/scripts/build-kp.sh" --sdist "$DIR"/kp-0.9.0.tar.gz --python "$PY" --cache "$DIR/cache")"
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+  "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \
+    --no-build-isolation --no-deps -e "$ROOT"
+  log "installed: $("$PY" -c 'import kp; print(kp.__version__)') and vk-adam into $PY"
+  ;;
+*)
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  exit 2
+  ;;
+esac
