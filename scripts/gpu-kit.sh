@@ -8,6 +8,8 @@
 #                                            the wheels, build the patched kp and vk-adam (editable)
 #                                            into $PYTHON (default python3)
 #   source <(bash scripts/gpu-kit.sh env [DIR])   the environment later commands need there
+#   bash scripts/gpu-kit.sh test [DIR] [PYTEST ARGS]   there: the whole suite under Khronos core +
+#                                            synchronization validation (as scripts/test.sh)
 #
 # The GPU machine must already have Python 3, NumPy and the vendor's Vulkan driver (its ICD json);
 # it needs neither a Vulkan loader nor a compiler package from Debian: the loader, the Khronos
@@ -67,10 +69,19 @@ install)
   "$PY" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
   "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \
     --no-build-isolation --no-deps -e "$ROOT"
+  "$PY" -m pip install -q --disable-pip-version-check --no-index --no-build-isolation --no-deps \
+    --force-reinstall "$ROOT/plugins/vk-adam-lion"
   log "installed: $("$PY" -c 'import kp; print(kp.__version__)') and vk-adam into $PY"
   ;;
+test)
+  shift 2 || shift $#
+  eval "$(bash "${BASH_SOURCE[0]}" env "$DIR")"
+  cd "$ROOT"
+  "$PY" -m vk_adam info
+  VK_ADAM_VALIDATION=1 "$PY" -m pytest tests plugins/vk-adam-lion/tests -p no:cacheprovider "$@"
+  ;;
 *)
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -51,9 +51,16 @@ def enable(directory: Path, env: dict[str, str] | os._Environ[str] = os.environ)
 
 #: The layer's "I am active" note at instance creation: informational, proof the layer runs.
 STATUS_MESSAGE = "UNASSIGNED-khronos-validation-createinstance-status-message"
-#: Informational notes that say nothing about the program: the layer's status, and its shader
-#: validation cache file not existing yet on a fresh machine.
-BENIGN = (STATUS_MESSAGE, "UNASSIGNED-cache-file-error")
+#: Informational notes that say nothing about the program: the layer's status, its shader
+#: validation cache file not existing yet on a fresh machine, and the loader's own progress
+#: notes (the messenger hears the loader too; its warnings and errors still count).
+BENIGN = (
+    STATUS_MESSAGE,
+    "UNASSIGNED-cache-file-error",
+    "Loader Message (INFO)",
+    # The loader confirming that VK_INSTANCE_LAYERS (set by enable()) added the layer.
+    "Loader Message (WARNING)\n    env var 'VK_INSTANCE_LAYERS' defined and adding layers",
+)
 
 
 def messages(text: str) -> list[str]:
@@ -65,4 +72,5 @@ def messages(text: str) -> list[str]:
             found.append([line])
         elif found:
             found[-1].append(line)
-    return ["\n".join(m).strip() for m in found if not m[0].startswith(BENIGN)]
+    whole = ["\n".join(m).strip() for m in found]
+    return [m for m in whole if not m.startswith(BENIGN)]

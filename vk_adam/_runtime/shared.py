@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -81,6 +82,7 @@ def _open(info: DeviceInfo) -> Any:
 def acquire(device: int | str | None = None) -> SharedDevice:
     """A reference on the shared device for ``device`` (see :func:`select_device`), opened on
     first use. Pair every call with :func:`release`."""
+    _linger_seconds()  # a bad setting is refused here, before anything changes
     info = select_device(device)
     with _LOCK:
         shared = _DEVICES.get(info.index)
@@ -102,7 +104,10 @@ def release(shared: SharedDevice) -> None:
         shared.users -= 1
         if shared.users > 0:
             return
-        linger = _linger_seconds()
+        try:
+            linger = _linger_seconds()
+        except ValueError:  # changed since acquire() checked it: the default
+            linger = _DEFAULT_LINGER_S
         if linger == 0:
             _close(shared)
             return
@@ -161,9 +166,8 @@ def close_all() -> None:
 
 
 def _release_instance() -> None:
-    try:
-        kp = kp_module()
-    except NoVulkanDeviceError:
+    kp = sys.modules.get("kp")  # never import kp at exit: a process that did not use it is done
+    if kp is None:
         return
     release_instance: Callable[[], bool] | None = getattr(kp, "release_instance", None)
     if release_instance is not None:

@@ -1,0 +1,253 @@
+"""One Vulkan device per process: shared, reference-counted, pipelines shared, threads safe,
+and the load a long-lived process puts on it (thousands of optimizers, Manager churn)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vk_adam
+from tests import _validation
+from tests.conftest import random_grad, scale_error
+from vk_adam._rules.builtin import ADAMW
+from vk_adam._runtime import open_devices, shared
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "benchmarks" / "lifecycle" / "probe.py"
+
+
+def _index(opt: vk_adam.Optimizer) -> int:
+    return opt.device.index
+
+
+def test_optimizers_of_every_front_share_one_device(rng):
+    p = rng.standard_normal(64).astype(np.float32)
+    with vk_adam.AdamW([p.copy()]) as a, vk_adam.create("sgd", [p.copy()], lr=0.1) as b:
+        assert a._rt.manager is b._rt.manager
+        users = open_devices()[_index(a)]
+        assert users >= 2
+        with vk_adam.open_device() as dev:
+            assert dev.manager is a._rt.manager
+            assert open_devices()[_index(a)] == users + 1
+            # The functional form and an optimizer handed the shared manager use it too.
+            m, v = np.zeros(64, np.float32), np.zeros(64, np.float32)
+            vk_adam.adam_update(p.copy(), np.ones(64, np.float32), m, v, 1)
+            with vk_adam.AdamW([dev.manager.tensor(p.copy())], manager=dev.manager) as c:
+                assert c.device == a.device  # known as the shared device, not "application's"
+        assert open_devices()[_index(a)] == users
+
+
+PIPELINES = """
+import numpy as np, vk_adam
+p = np.random.default_rng(0).standard_normal(300).astype(np.float32)
+with vk_adam.AdamW([p.copy()]) as first:
+    mgr = first._rt.manager
+    counts = [mgr.pipeline_count()]
+    with vk_adam.AdamW([p.copy()], lr=0.5), vk_adam.AdamW([np.ones(7, np.float32)]):
+        counts.append(mgr.pipeline_count())   # other sizes and settings: the same pipeline
+    with vk_adam.AdamW([p.copy()], amsgrad=True):
+        counts.append(mgr.pipeline_count())   # another shader variant: one more
+print(counts)
+"""
+
+
+def test_a_second_optimizer_with_the_same_rule_builds_no_pipeline():
+    done = _run(PIPELINES, env=_no_validation())  # a fresh process: nothing built yet
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, same, other = json.loads(done.stdout.strip().splitlines()[-1])
+    assert first >= 1 and same == first and other == first + 1
+
+
+def test_the_last_close_releases_the_device(monkeypatch, rng):
+    monkeypatch.setenv(shared.LINGER_ENV, "0")
+    dev = vk_adam.open_device()  # hold it so the test starts from a known count
+    index = dev.info.index
+    base = open_devices()[index]
+    opt = vk_adam.AdamW([rng.standard_normal(8).astype(np.float32)])
+    assert open_devices()[index] == base + 1
+    opt.close()
+    assert open_devices()[index] == base
+    dev.close()
+    if base == 1:  # nothing else in the session holds it: it is gone
+        assert index not in open_devices()
+
+
+def test_a_lingering_device_is_reused(monkeypatch, rng):
+    monkeypatch.setenv(shared.LINGER_ENV, "30")
+    with vk_adam.AdamW([rng.standard_normal(8).astype(np.float32)]) as opt:
+        mgr, index = opt._rt.manager, _index(opt)
+    assert index in open_devices()
+    with vk_adam.AdamW([rng.standard_normal(8).astype(np.float32)]) as again:
+        assert again._rt.manager is mgr
+
+
+def test_bad_linger_setting_is_refused_before_anything_changes(monkeypatch):
+    before = open_devices()
+    monkeypatch.setenv(shared.LINGER_ENV, "soon")
+    with pytest.raises(ValueError, match=r"VK_ADAM_DEVICE_LINGER must be a number of seconds"):
+        vk_adam.AdamW([np.ones(4, np.float32)])
+    monkeypatch.setenv(shared.LINGER_ENV, "-1")
+    with pytest.raises(ValueError, match=r"VK_ADAM_DEVICE_LINGER must be >= 0"):
+        vk_adam.open_device()
+    assert open_devices() == before
+
+
+def test_two_threads_step_two_optimizers_on_one_device(rng):
+    """Each thread's results equal the float64 reference; submissions share the queue."""
+    n, steps = 20_000, 30
+    hyper = {**ADAMW.defaults, "lr": 0.01}
+    inputs = []
+    for _ in range(2):
+        p = rng.standard_normal(n).astype(np.float32)
+        grads = [random_grad(rng, (n,)) for _ in range(steps)]
+        inputs.append((p, grads))
+    errors: list[BaseException] = []
+    results: list[np.ndarray] = [np.empty(0), np.empty(0)]
+    barrier = threading.Barrier(2)
+
+    def work(k: int) -> None:
+        try:
+            p, grads = inputs[k]
+            param = p.copy()
+            with vk_adam.AdamW([param], lr=0.01) as opt:
+                barrier.wait()
+                for t, g in enumerate(grads):
+                    opt.step([g], wait=t % 3 == 0)
+                opt.synchronize()
+            results[k] = param
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    for k, (p, grads) in enumerate(inputs):
+        ref = p.astype(np.float64)
+        state = {name: np.zeros(n) for name in ADAMW.state_names(hyper)}
+        for t, g in enumerate(grads, start=1):
+            ADAMW.reference(ref, g.astype(np.float64), state, hyper, t)
+        assert scale_error(results[k], ref) <= 2e-6
+
+
+def _run(
+    code: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_a_device_that_cannot_be_opened_raises_instead_of_aborting(tmp_path):
+    """No driver: the loader's vkCreateInstance fails; kp reports it, vk-adam raises."""
+    missing = tmp_path / "no_such_icd.json"
+    done = _run(
+        """
+        import numpy as np, vk_adam
+        try:
+            vk_adam.AdamW([np.zeros(4, np.float32)])
+        except vk_adam.NoVulkanDeviceError as exc:
+            print("raised:", exc)
+        """,
+        env={"VK_DRIVER_FILES": str(missing), "VK_ICD_FILENAMES": str(missing), **_no_validation()},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "raised:" in done.stdout and "vkCreateInstance failed" in done.stdout, done.stdout
+
+
+def _probe(name: str, n: int, tmp_path: Path, env: dict[str, str] | None = None) -> list[dict]:
+    out = tmp_path / f"{name}.jsonl"
+    full = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(PROBE), name, "--n", str(n), "--out", str(out)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [r for r in rows if "outcome" not in r]
+
+
+def _no_validation() -> dict[str, str]:
+    """The load probes run without the layers (they are about memory, not API use; the
+    object-tracker test below runs under them)."""
+    return {"VK_INSTANCE_LAYERS": "", "KOMPUTE_VALIDATION_LOG": ""}
+
+
+def test_a_thousand_manager_cycles_keep_memory_flat(tmp_path):
+    rows = _probe("manager-cycles", 1000, tmp_path, _no_validation())
+    assert rows[-1]["i"] == 999
+    early = next(r for r in rows if r["i"] >= 100)
+    assert rows[-1]["rss_mib"] - early["rss_mib"] < 8, (early, rows[-1])
+    assert rows[-1]["fds"] <= early["fds"] and rows[-1]["threads"] <= early["threads"]
+
+
+def test_a_thousand_optimizers_alive_at_once(tmp_path):
+    rows = _probe("optimizers-alive", 1000, tmp_path, _no_validation())
+    assert rows[-1]["alive"] == 0 and rows[-1]["stepped"] == 1000
+    assert max(r["alive"] for r in rows) == 1000
+
+
+def test_ten_thousand_optimizer_cycles_keep_memory_flat(tmp_path):
+    rows = _probe("optimizer-cycles", 10_000, tmp_path, _no_validation())
+    assert rows[-1]["i"] == 9_999
+    early = next(r for r in rows if r["i"] >= 1_000)
+    assert rows[-1]["rss_mib"] - early["rss_mib"] < 8, (early, rows[-1])
+    # The construction target (after the first optimizer): 10 ms, close 5 ms; medians.
+    later = [r for r in rows if r["i"] >= 1]
+    assert float(np.median([r["create_s"] for r in later])) <= 0.010
+    assert float(np.median([r["close_s"] for r in later])) <= 0.005
+
+
+EXIT_CHECK = """
+import atexit
+def after_vk_adam():  # registered first, so it runs after vk-adam's own exit handler
+    import kp
+    print("instance left:", not kp.release_instance(), flush=True)
+atexit.register(after_vk_adam)
+import numpy as np, vk_adam
+kept = [vk_adam.AdamW([np.ones(64, np.float32)]) for _ in range(20)]   # never closed
+for _ in range(200):
+    with vk_adam.AdamW([np.ones(64, np.float32)], amsgrad=True) as opt:
+        opt.step([np.ones(64, np.float32)])
+with vk_adam.open_device() as dev:
+    t = dev.manager.tensor(np.zeros(4, np.float32))    # an application's object, never freed
+kept[0].step([np.ones(64, np.float32)])
+print("done")
+"""
+
+
+@pytest.mark.skipif(
+    not _validation.layer_installed() and os.environ.get("VK_ADAM_VALIDATION") != "1",
+    reason="Khronos validation layer not installed (the test command installs it)",
+)
+def test_no_vulkan_object_is_left_at_exit(tmp_path):
+    """Under the object tracker: optimizers never closed and an application's tensor on the
+    shared manager are all freed at exit, before the device and the instance."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VK_LAYER", "VK_INSTANCE", "KOMPUTE"))}
+    log = _validation.enable(tmp_path, env)
+    done = _run(EXIT_CHECK, env=env)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-3000:]
+    assert "instance left: False" in done.stdout, done.stdout  # device and instance destroyed
+    text = log.read_text()
+    assert _validation.STATUS_MESSAGE in text  # the layer ran, from vkCreateInstance on
+    assert _validation.messages(text) == []
