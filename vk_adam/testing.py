@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from . import _formats as fmt
 from ._optim.emulation import FormatReference
 from ._optim.optimizer import Optimizer
-from ._optim.storage import group_format
+from ._optim.storage import group_format, is_signed
 from ._rules.checks import check_rule_object
 from ._rules.rule import UpdateRule, variant_settings
 from ._runtime import Runtime
@@ -48,6 +49,50 @@ FORMAT_CHECK_SIZE = 4 * fmt.BLOCK * 4 + 103
 
 class RuleConformanceError(AssertionError):
     """The rule's shader and its reference disagree (or its declaration is invalid)."""
+
+
+#: Added to a non-finite failure under a storage format other than float32 everything.
+_COMPRESSED_NONFINITE_HINT = (
+    "A rule that is finite in float32 but not under a compressed format usually takes a square "
+    "root or a log of a difference of quantized values: clamp it (max(x, 0.0)), declare the "
+    "buffer StateBuffer(name, nonnegative=True) if it never goes below zero, or keep it float32 "
+    'with StateBuffer(name, keep_fp32=True){state}. See docs/plugins.md, "When a rule fails only '
+    'under a compressed format".'
+)
+#: Added to a non-finite failure with float32 params and state.
+_FLOAT32_NONFINITE_HINT = (
+    "Both sides started this step from the same finite float32 values, so the rule's math is not "
+    "finite on these inputs (a square root or a log of a negative number, a division by zero?)."
+)
+
+
+def _nonfinite_detail(got: Any, want: Any, reference: str, stored_as: str = "float32") -> str | None:
+    """None when ``got`` (the GPU's values) and ``want`` (the reference's) are finite everywhere;
+    else the counts of NaN and Inf on each side, the first element where either is not finite,
+    and how many GPU Inf are reference values beyond ``stored_as`` (a float16 ends at 65504).
+    Checked before any comparison: NaN compares false with every tolerance, so a count of the
+    elements beyond one would miss every NaN (and report "0 elements beyond")."""
+    g = np.asarray(got, np.float64).reshape(-1)
+    w = np.asarray(want, np.float64).reshape(-1)
+    bad = ~np.isfinite(g) | ~np.isfinite(w)
+    if not np.any(bad):
+        return None
+    first = int(np.flatnonzero(bad)[0])
+
+    def counts(x: np.ndarray) -> str:
+        return f"{int(np.count_nonzero(np.isnan(x)))} NaN and {int(np.count_nonzero(np.isinf(x)))} Inf"
+
+    text = (
+        f"the GPU has {counts(g)}, the {reference} {counts(w)}; first at element {first} "
+        f"(GPU {g[first]:.6g}, {reference} {w[first]:.6g})"
+    )
+    # ml_dtypes' finfo knows bfloat16 (NumPy's does not, NumPy 2.5 raises).
+    largest = float(ml_dtypes.finfo(fmt.NUMPY_DTYPES[stored_as]).max)  # type: ignore[no-untyped-call]
+    overflow = int(np.count_nonzero(np.isinf(g) & np.isfinite(w) & (np.abs(w) > largest)))
+    if overflow:
+        text += f"; {overflow} of the GPU's Inf are {reference} values beyond the largest {stored_as} "
+        text += f"({largest:g}), so they overflow its storage"
+    return text
 
 
 @dataclass(frozen=True)
@@ -110,6 +155,11 @@ def check_rule(
     math often lands exactly on a tie: 0.001 * g**2 for a 16-bit g). fp32 buffers (master
     copy, fp32 state) agree within ``rtol``. Up to ``allowed_mismatch_fraction`` of the
     elements may break this, as above.
+
+    A NaN or Inf anywhere, on the GPU or in the reference, fails at once, whatever the
+    tolerances: the message gives the counts of NaN and Inf on both sides, the buffer, the
+    format and the step, and (under a compressed format) the usual remedies: a clamp,
+    ``StateBuffer(nonnegative=True)`` or ``StateBuffer(keep_fp32=True)``.
     """
     check_rule_object(rule)
     # One device for every optimizer the checks make (opening a Vulkan device per optimizer
@@ -166,6 +216,17 @@ def check_rule(
                         # result that cancels to near zero keeps the rounding of its operands.
                         pairs = [("param", p.reshape(-1), ref, start_param)]
                         pairs += [(k, after[k].reshape(-1), v, start_state[k]) for k, v in state.items()]
+                        # Non-finite values first, in any buffer: NaN compares false with every
+                        # tolerance, so the comparison below would not count them.
+                        for what, got, want, _ in pairs:
+                            detail = _nonfinite_detail(got, want, "reference")
+                            if detail is not None:
+                                buffer = "param" if what == "param" else f"state {what!r}"
+                                raise RuleConformanceError(
+                                    f"rule {rule.name!r}: {buffer} is not finite at step {step} (param "
+                                    f"float32, state float32, n={n}, hyper={dict(overrides)}): {detail}. "
+                                    + _FLOAT32_NONFINITE_HINT
+                                )
                         for what, got, want, before_value in pairs:
                             scale = max(
                                 float(np.max(np.abs(want))), float(np.max(np.abs(before_value))), 1e-30
@@ -173,7 +234,7 @@ def check_rule(
                             err = np.abs(got.astype(np.float64) - want) / scale
                             bad = int(np.count_nonzero(err > rtol))
                             limit = max(1, int(allowed_mismatch_fraction * n))
-                            if bad > (limit if n > 1 else 0) or not np.all(np.isfinite(got)):
+                            if bad > (limit if n > 1 else 0):
                                 raise RuleConformanceError(
                                     f"rule {rule.name!r}: {what} differs from the reference at step "
                                     f"{step} (n={n}, hyper={dict(overrides)}): {bad} of {n} elements "
@@ -234,6 +295,13 @@ def _check_format(
     form = group_format(variant.state, param_dtype, state_dtype, stochastic, padded)
     label = f"(param {param_dtype}, stochastic_rounding={stochastic}, state {state_dtype}"
     label += f", hyper={dict(overrides)})"
+    compressed = param_dtype != "float32" or state_dtype != "float32"
+    names = ", ".join(repr(s.name) for s in variant.state)
+    hint = (
+        _COMPRESSED_NONFINITE_HINT.format(state=f" (this variant's state: {names})" if names else "")
+        if compressed
+        else _FLOAT32_NONFINITE_HINT
+    )
     limit = max(1, int(allowed * n))
     worst = 0.0
     seed = int(rng.integers(2**32))
@@ -260,6 +328,24 @@ def _check_format(
                 stored.append(("master_param", after["master_param"].reshape(-1), ref.master, fmt.STATE_F32))
             for s, code in zip(variant.state, form.state, strict=True):
                 stored.append((s.name, after[s.name].reshape(-1), ref.state[s.name], code))
+            # Non-finite values first, in any buffer: the GPU's values as stored (8-bit codes
+            # dequantized with the GPU's block maxima) against the reference's float64 values
+            # before they were stored. NaN compares false with every tolerance and bound below.
+            for what, got, _, code in stored:
+                if code >= fmt.STATE_INT8_SIGNED:
+                    values = fmt.dequantize_blockwise(got, after[what + ".absmax"], is_signed(code))
+                else:
+                    values = got.astype(np.float64)
+                unrounded = ref.unrounded["param" if what == "master_param" else what]
+                stored_as = (
+                    param_dtype if what == "param" else "bfloat16" if code == fmt.STATE_BF16 else "float32"
+                )
+                detail = _nonfinite_detail(values, unrounded, "format reference", stored_as)
+                if detail is not None:
+                    buffer = what if what in ("param", "master_param") else f"state {what!r}"
+                    raise RuleConformanceError(
+                        f"rule {rule.name!r}: {buffer} is not finite at step {step} {label}: {detail}. {hint}"
+                    )
             for what, got, want, code in stored:
                 if code >= fmt.STATE_INT8_SIGNED:
                     codes, absmax = want
@@ -276,8 +362,12 @@ def _check_format(
                     want64 = np.asarray(want, np.float64)
                     scale = max(float(np.max(np.abs(want64))), 1e-30)
                     err = np.abs(got.astype(np.float64) - want64) / scale
-                    if np.count_nonzero(err > rtol) > limit or not np.all(np.isfinite(got)):
-                        raise fail(what, f"{np.count_nonzero(err > rtol)} elements beyond rtol={rtol}")
+                    beyond = int(np.count_nonzero(err > rtol))
+                    if beyond > limit:
+                        raise fail(
+                            what,
+                            f"{beyond} of {n} elements beyond rtol={rtol}, worst {float(np.max(err)):.3e}",
+                        )
                     worst = max(worst, float(np.max(np.where(err > rtol, 0.0, err))))
                     continue
                 # A stored value may differ from the reference's only where the float64 value

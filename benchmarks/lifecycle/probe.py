@@ -175,7 +175,72 @@ def construction(n: int) -> None:
             _emit(kind=kind, create_s=t1 - t0, close_s=time.perf_counter() - t1)
 
 
+def object_cycles(n: int) -> None:
+    """Which object kind grows memory: n create/destroy cycles of each kind of kp object on
+    one shared manager (buffer, pipeline binding, sequence), then glibc's malloc_trim(0)."""
+    import ctypes
+
+    import numpy as np
+
+    import vk_adam
+    from vk_adam._rules.spirv import load_spirv
+
+    kp = vk_adam._runtime.kp_module()
+    dev = vk_adam.open_device()
+    mgr = dev.manager
+    spirv = load_spirv("copy")
+    keep = [mgr.tensor(np.zeros(256, np.float32)) for _ in range(2)]
+
+    def buffer() -> None:
+        mgr.tensor(np.zeros(256, np.float32)).destroy()
+
+    def pipeline() -> None:
+        algo = mgr.algorithm(keep, spirv, [1, 1, 1], np.zeros(0, np.float32), np.zeros(1, np.float32))
+        algo.destroy()
+
+    def sequence() -> None:
+        seq = mgr.sequence()
+        seq.record(kp.OpTensorSyncDevice([keep[0]]))
+        seq.eval()
+        seq.destroy()
+
+    def optimizer() -> None:
+        opt = vk_adam.AdamW([np.zeros(1024, np.float32)])
+        opt.step([np.ones(1024, np.float32)])
+        opt.close()
+
+    for kind, fn in (
+        ("buffer", buffer),
+        ("pipeline", pipeline),
+        ("sequence", sequence),
+        ("optimizer", optimizer),
+    ):
+        for _ in range(min(200, n)):
+            fn()  # warm-up: allocator pools reach their working size
+        before = _proc()["rss_mib"]
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        seconds = time.perf_counter() - t0
+        after = _proc()["rss_mib"]
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        trimmed = _proc()["rss_mib"]
+        _emit(
+            kind=kind,
+            n=n,
+            us_per_cycle=round(seconds / n * 1e6, 1),
+            rss_before_mib=before,
+            rss_after_mib=after,
+            rss_after_trim_mib=trimmed,
+            kib_per_cycle=round((after - before) * 1024 / n, 3),
+        )
+    for t in keep:
+        t.destroy()
+    dev.close()
+
+
 PROBES = {
+    "object-cycles": object_cycles,
     "manager-cycles": manager_cycles,
     "managers-alive": managers_alive,
     "optimizer-cycles": optimizer_cycles,

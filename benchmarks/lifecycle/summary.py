@@ -44,6 +44,12 @@ def main(path: str) -> None:
             lines.append(
                 f"| {probe} (asked {o['n']}) | {done} done, rc {o['rc']}, {o['wall_s']} s; {rss}{extra} |"
             )
+    for r in by.get("object-cycles", []):
+        lines.append(
+            f"| {r['kind']} create/destroy x{r['n']} | {r['us_per_cycle']} us each, RSS "
+            f"{r['rss_before_mib']} -> {r['rss_after_mib']} MiB ({r['kib_per_cycle']} KiB/cycle), "
+            f"{r['rss_after_trim_mib']} after malloc_trim |"
+        )
     print("\n".join(lines))
 
 
