@@ -80,26 +80,24 @@ class Runtime:
         self.features: KpFeatures = kp_features()
         warn_if_stock()
         self._shared: _shared.SharedDevice | None = None
+        known: DeviceInfo | None = None
         if manager is None:
             self._shared = _shared.acquire(device)
-            self.manager, self.device = self._shared.manager, self._shared.info
+            manager, known = self._shared.manager, self._shared.info
             _shared.register_closer(self._shared, self)
-        else:
-            self.manager = manager
-            known = _shared.lookup(manager)
-            if known is not None:  # vk-adam's own shared manager, handed back to it
-                self.device = known.info
+        elif (handed_back := _shared.lookup(manager)) is not None:
+            known = handed_back.info  # vk-adam's own shared manager, handed back to it
+        self.manager = manager
         props = self.manager.get_device_properties()
-        if manager is not None and not hasattr(self, "device"):
-            self.device = DeviceInfo(
-                -1,
-                str(props["device_name"]),
-                "unknown",
-                "application's kp.Manager",
-                "unknown",
-                int(props["max_work_group_count"][0]),
-                bool(props.get("timestamps_supported")),
-            )
+        self.device: DeviceInfo = known or DeviceInfo(
+            -1,
+            str(props["device_name"]),
+            "unknown",
+            "application's kp.Manager",
+            "unknown",
+            int(props["max_work_group_count"][0]),
+            bool(props.get("timestamps_supported")),
+        )
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
