@@ -140,6 +140,72 @@ def test_two_threads_step_two_optimizers_on_one_device(rng):
         assert scale_error(results[k], ref) <= 2e-6
 
 
+def test_a_closed_optimizer_hands_its_memory_and_sequences_to_the_next(monkeypatch, rng):
+    """The next optimizer of the same sizes reuses the freed allocations and sequences, and
+    its results equal the float64 reference: nothing of the previous state leaks into it."""
+    monkeypatch.setenv(shared.LINGER_ENV, "30")
+    n, steps = 5_000, 4
+    hyper = {**ADAMW.defaults, "lr": 0.01}
+    with vk_adam.open_device() as dev:
+        first = vk_adam.AdamW([rng.standard_normal(n).astype(np.float32)], lr=0.01)
+        for _ in range(steps):
+            first.step([random_grad(rng, (n,))])  # its state is far from zero now
+        device = shared.lookup(dev.manager)
+        assert device is not None
+        held_before, spare_before = dev.manager.recycled_bytes(), len(device.spare_sequences)
+        first.close()
+        held = dev.manager.recycled_bytes()
+        assert held > held_before and len(device.spare_sequences) > spare_before
+        p = rng.standard_normal(n).astype(np.float32)
+        grads = [random_grad(rng, (n,)) for _ in range(steps)]
+        param = p.copy()
+        with vk_adam.AdamW([param], lr=0.01) as second:
+            assert dev.manager.recycled_bytes() < held  # it took allocations of the first
+            for g in grads:
+                second.step([g])
+    ref = p.astype(np.float64)
+    state = {name: np.zeros(n) for name in ADAMW.state_names(hyper)}
+    for t, g in enumerate(grads, start=1):
+        ADAMW.reference(ref, g.astype(np.float64), state, hyper, t)
+    assert scale_error(param, ref) <= 2e-6
+
+
+LISTING = """
+import json, kp, vk_adam
+opened = []
+real_manager = kp.Manager
+def counting_manager(*args, **kwargs):
+    opened.append(args)
+    return real_manager(*args, **kwargs)
+kp.Manager = counting_manager
+devices = vk_adam.list_devices()
+print(json.dumps([len(devices), len(opened)]))
+"""
+
+
+def test_listing_devices_opens_no_device():
+    """The patched kp enumerates on the process's VkInstance: no throwaway kp.Manager."""
+    done = _run(LISTING, env=_no_validation())
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed, opened = json.loads(done.stdout.strip().splitlines()[-1])
+    assert listed >= 1 and opened == 0
+
+
+def test_bad_memory_recycling_setting_is_refused(rng):
+    done = _run(
+        """
+        import numpy as np, vk_adam
+        try:
+            vk_adam.AdamW([np.zeros(4, np.float32)])
+        except vk_adam.NoVulkanDeviceError as exc:
+            print("raised:", exc)
+        """,
+        env={"KOMPUTE_MEMORY_RECYCLE_BYTES": "lots", **_no_validation()},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "KOMPUTE_MEMORY_RECYCLE_BYTES must be a byte count" in done.stdout, done.stdout
+
+
 def _run(
     code: str, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess[str]:

@@ -204,6 +204,21 @@ def object_cycles(n: int) -> None:
         seq.eval()
         seq.destroy()
 
+    four = [mgr.tensor(np.zeros(256, np.float32)) for _ in range(4)]
+    adam = load_spirv("adam")
+
+    def dispatch() -> None:
+        # A 4-binding descriptor set on the shared Adam pipeline, one dispatch evaluated.
+        algo = mgr.algorithm(four, adam, [1, 1, 1], np.zeros(0, np.float32), np.zeros(8, np.float32))
+        seq = mgr.sequence()
+        seq.record(kp.OpAlgoDispatch(algo, np.zeros(8, np.float32)))
+        seq.eval()
+        seq.destroy()
+        algo.destroy()
+
+    def optimizer_unstepped() -> None:
+        vk_adam.AdamW([np.zeros(1024, np.float32)]).close()
+
     def optimizer() -> None:
         opt = vk_adam.AdamW([np.zeros(1024, np.float32)])
         opt.step([np.ones(1024, np.float32)])
@@ -213,6 +228,8 @@ def object_cycles(n: int) -> None:
         ("buffer", buffer),
         ("pipeline", pipeline),
         ("sequence", sequence),
+        ("dispatch", dispatch),
+        ("optimizer-unstepped", optimizer_unstepped),
         ("optimizer", optimizer),
     ):
         for _ in range(min(200, n)):
@@ -234,7 +251,7 @@ def object_cycles(n: int) -> None:
             rss_after_trim_mib=trimmed,
             kib_per_cycle=round((after - before) * 1024 / n, 3),
         )
-    for t in keep:
+    for t in keep + four:
         t.destroy()
     dev.close()
 

@@ -68,14 +68,18 @@ def _vulkaninfo_summary() -> list[dict[str, str]]:
 def list_devices() -> tuple[DeviceInfo, ...]:
     """Every Vulkan device the loader exposes. Raises NoVulkanDeviceError when there is none."""
     kp = kp_module()
+    raw: list[dict[str, Any]]
     try:
-        manager = kp.Manager()
+        if hasattr(kp, "list_devices"):  # the patched kp: enumerated on its VkInstance, nothing opened
+            raw = kp.list_devices()
+        else:  # a stock kp can only enumerate through a Manager, which opens device 0
+            manager = kp.Manager()
+            try:
+                raw = manager.list_devices()
+            finally:
+                manager.destroy()
     except Exception as exc:  # kp raises plain RuntimeError/vk errors
-        raise NoVulkanDeviceError(f"no Vulkan device could be opened ({exc}). {_INSTALL_HINT}") from exc
-    try:
-        raw: list[dict[str, Any]] = manager.list_devices()
-    finally:
-        manager.destroy()
+        raise NoVulkanDeviceError(f"no Vulkan device could be listed ({exc}). {_INSTALL_HINT}") from exc
     if not raw:
         raise NoVulkanDeviceError(f"the Vulkan loader found no device. {_INSTALL_HINT}")
     summary = _vulkaninfo_summary()

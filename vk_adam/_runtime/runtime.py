@@ -105,6 +105,8 @@ class Runtime:
         self._pipelines: list[Any] = []
         self._sequences: list[Any] = []
         self._free_sequences: list[Any] = []
+        #: ids of the sequences made with timestamp queries (never given back to the device).
+        self._timed: set[int] = set()
         self._run_sequence: Any = None
         self._run_timestamps = 0
         self._closed = False
@@ -211,6 +213,7 @@ class Runtime:
         if self._run_sequence is None or (timestamps and self._run_timestamps < want):
             if self._run_sequence is not None:
                 self._run_sequence.destroy()
+                self._timed.discard(id(self._run_sequence))
                 self._sequences.remove(self._run_sequence)
             self._run_sequence = self._new_sequence(want)
             self._run_timestamps = want
@@ -248,7 +251,13 @@ class Runtime:
             sequence.record(op)
 
     def _new_sequence(self, timestamps: int = 0) -> Any:
-        seq = self.manager.sequence(total_timestamps=timestamps)
+        seq = None
+        if timestamps == 0 and self._shared is not None:
+            seq = _shared.take_sequence(self._shared)
+        if seq is None:
+            seq = self.manager.sequence(total_timestamps=timestamps)
+        if timestamps:
+            self._timed.add(id(seq))
         self._sequences.append(seq)
         return seq
 
@@ -276,14 +285,18 @@ class Runtime:
         self._closed = True
         shared, self._shared = self._shared, None
         if shared is None or not shared.closed:
-            # Sequences first: destroying one waits for its submitted work.
+            # Sequences first: destroying one waits for its submitted work. Idle, untimed ones
+            # go back to the shared device for its next user.
             for seq in self._sequences:
-                seq.destroy()
+                reusable = id(seq) not in self._timed and not seq.is_running()
+                if not (shared is not None and reusable and _shared.give_sequence(shared, seq)):
+                    seq.destroy()
             for algo in self._pipelines:
                 algo.destroy()
             for tensor in self._buffers:
                 tensor.destroy()
         self._pipelines, self._sequences, self._free_sequences, self._buffers = [], [], [], []
+        self._timed = set()
         self._run_sequence = None
         self._bridge_op = None
         self.manager = None

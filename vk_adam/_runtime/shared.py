@@ -14,6 +14,10 @@ the demo and the bench) takes a reference on one shared ``kp.Manager`` per devic
 * **Pipelines are shared** by the patched kp: algorithms of one device with equal SPIR-V,
   specialization constants, push-constant size and binding count use one VkPipeline; a second
   optimizer with the same rule builds only descriptor sets.
+* **Sequences are reused.** A closing runtime hands its idle, untimed kp sequences (a command
+  pool, buffer and fence each; about 1 ms to create and destroy on NVIDIA) back to its device
+  for the next one (at most :data:`SPARE_SEQUENCES` kept). Freed tensors' memory is reused the
+  same way inside the patched kp (``KOMPUTE_MEMORY_RECYCLE_BYTES``).
 * **Threads.** The table is guarded by a lock; the patched kp serializes submissions to the
   device's queue, so optimizers on one device may step from different threads (one optimizer
   is not itself thread-safe, as in torch).
@@ -37,6 +41,8 @@ from .devices import DeviceInfo, select_device
 #: Seconds an unused shared device stays open for the next user (default 5; 0: close at once).
 LINGER_ENV = "VK_ADAM_DEVICE_LINGER"
 _DEFAULT_LINGER_S = 5.0
+#: Idle kp sequences a shared device keeps for its next users.
+SPARE_SEQUENCES = 32
 
 
 @dataclass(eq=False)
@@ -50,6 +56,8 @@ class SharedDevice:
     closers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
     _timer: threading.Timer | None = None
     closed: bool = False
+    #: Idle, cleared, untimed kp sequences for the next runtime (see :func:`take_sequence`).
+    spare_sequences: list[Any] = field(default_factory=list)
 
 
 _LOCK = threading.RLock()
@@ -122,6 +130,23 @@ def register_closer(shared: SharedDevice, owner: Any) -> None:
     shared.closers.add(owner)
 
 
+def take_sequence(shared: SharedDevice) -> Any | None:
+    """An idle, cleared kp sequence (no timestamps) another user gave back, if there is one."""
+    with _LOCK:
+        return shared.spare_sequences.pop() if shared.spare_sequences and not shared.closed else None
+
+
+def give_sequence(shared: SharedDevice, sequence: Any) -> bool:
+    """Keep an idle kp sequence without timestamps for the next user; False when it should be
+    destroyed instead (the device is closed, or enough are kept)."""
+    with _LOCK:
+        if shared.closed or len(shared.spare_sequences) >= SPARE_SEQUENCES:
+            return False
+        sequence.clear()
+        shared.spare_sequences.append(sequence)
+        return True
+
+
 def _close_if_unused(shared: SharedDevice) -> None:
     with _LOCK:
         if shared.users == 0 and not shared.closed:
@@ -136,6 +161,7 @@ def _close(shared: SharedDevice) -> None:
     shared.closed = True
     if _DEVICES.get(shared.info.index) is shared:
         del _DEVICES[shared.info.index]
+    shared.spare_sequences.clear()  # the manager destroys them with everything it made
     shared.manager.destroy()
 
 
