@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vk_adam._commands.demo import DemoConfig, fresh_run, train_vk
-from vk_adam._commands.demo_model import make_dataset, teacher
+from vk_adam._commands.demo import train_vk
+from vk_adam._commands.demo_config import DemoConfig
+from vk_adam._commands.demo_model import fresh_run, make_dataset, teacher
 from vk_adam._formats import INT8_MIN_ELEMENTS
 from vk_adam.cli import main
 from vk_adam.lora import LoRAAdapter

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vk_adam._commands.demo import DemoConfig, fresh_run, train_reference, train_vk
-from vk_adam._commands.demo_model import loss_and_grads, make_dataset, make_model
+from vk_adam._commands.demo import train_vk
+from vk_adam._commands.demo_config import DemoConfig
+from vk_adam._commands.demo_model import fresh_run, loss_and_grads, make_dataset, make_model, train_reference
 from vk_adam._commands.demo_output import curve_gap
 from vk_adam._commands.demo_resident import load_example, submissions, train_resident
 from vk_adam.lora import LoRAAdapter

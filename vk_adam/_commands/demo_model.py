@@ -7,6 +7,7 @@ inputs ``x ~ N(0, I)`` and targets from the same network with a planted low-rank
 ``dW = U V^T`` (rank ``cfg.planted_rank``) on every module, plus noise; the adapter must recover
 ``dW``. Every batch of the run is drawn up front (``make_dataset``), so the host path, the float64
 reference, torch and the GPU-resident run (which uploads the whole set once) see the same data.
+``fresh_run`` gives the adapter, model and data stream every run starts from, and
 ``train_reference`` runs the demo in float64 with the update rule's NumPy reference.
 """
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:  # a type only: demo.py imports this module
-    from .demo import DemoConfig
+from ..lora import LoRAAdapter
+from .demo_config import DemoConfig, lr_at, rule_hyper
+from .demo_output import progress_bar
 
 Array = npt.NDArray[Any]
 Weights = Callable[[str, str], Array]
@@ -47,6 +49,24 @@ def make_model(cfg: DemoConfig, paths: list[str]) -> FrozenModel:
     per = len(cfg.targets)
     blocks = [paths[i : i + per] for i in range(0, len(paths), per)]
     return FrozenModel(base, planted, blocks)
+
+
+def fresh_run(
+    cfg: DemoConfig, dtype: str = "float32"
+) -> tuple[LoRAAdapter, FrozenModel, np.random.Generator]:
+    """The adapter (of ``dtype``), frozen model and data stream every run starts from (same
+    seeds: same data, and the same initial weights, rounded to a 16-bit ``dtype``)."""
+    adapter = LoRAAdapter.create(
+        layers=cfg.layers,
+        in_features=cfg.dim,
+        rank=cfg.rank,
+        alpha=cfg.alpha,
+        target_modules=cfg.targets,
+        rng=np.random.default_rng([cfg.seed, 2]),
+        dtype=dtype,
+    )
+    model = make_model(cfg, [m.path for m in adapter.modules])
+    return adapter, model, np.random.default_rng([cfg.seed, 3])
 
 
 def teacher(model: FrozenModel, x: Array) -> Array:
@@ -118,8 +138,6 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     """The demo's run in float64 with the rule's NumPy reference (forward/backward in float64):
     float64 params and state whatever ``cfg``'s storage formats: the ideal they approximate."""
     from .._rules.registry import default_registry
-    from .demo import fresh_run, lr_at, rule_hyper
-    from .demo_output import progress_bar
 
     rule = default_registry().get(cfg.rule)
     adapter, model, _ = fresh_run(cfg)

@@ -16,18 +16,24 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._runtime import open_device
 from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint
 from ..schedules import LambdaLR
-from .demo_model import make_dataset
+from .demo_config import (
+    CHECKPOINT_NAME,
+    HOST_ONLY,
+    DemoConfig,
+    config_json,
+    lr_at,
+    memory_info,
+    optimizer_options,
+)
+from .demo_model import fresh_run, make_dataset
 from .demo_output import progress_bar
-
-if TYPE_CHECKING:  # types only: demo.py imports this module
-    from .demo import DemoConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resident_training" / "train.py"
 MODULE_NAME = "vk_adam_example_resident_training"
@@ -73,16 +79,6 @@ def train_resident(
     progress: bool,
     per_submit: int = 25,
 ) -> tuple[LoRAAdapter, list[float], dict[str, Any]]:
-    from .demo import (
-        CHECKPOINT_NAME,
-        HOST_ONLY,
-        config_json,
-        fresh_run,
-        lr_at,
-        memory_info,
-        optimizer_options,
-    )
-
     if cfg.param_dtype != "float32":
         raise ValueError(f"the resident path takes float32 params ({HOST_ONLY}): use the host path")
     example = load_example()

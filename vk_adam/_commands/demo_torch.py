@@ -5,21 +5,17 @@ implementation of the forward and backward passes to compare the loss curves aga
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .demo_model import make_dataset
+from .demo_config import DemoConfig, lr_at
+from .demo_model import fresh_run, make_dataset
 from .demo_output import progress_bar
-
-if TYPE_CHECKING:  # types only: demo.py imports this module
-    from .demo import DemoConfig
 
 
 def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Callable[[int], Any]:
     """The demo's model in torch on ``dev``: a function running training step ``step`` (forward,
     backward, clipping, update) and returning the loss tensor (not synchronized)."""
     import torch
-
-    from .demo import fresh_run
 
     adapter, model, _ = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
@@ -64,7 +60,6 @@ def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | No
         import torch
     except ImportError:
         return None
-    from .demo import lr_at
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     step_fn = torch_trainer(cfg, dev)

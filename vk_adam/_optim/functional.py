@@ -1,7 +1,7 @@
 """Functional form: one Adam/AdamW update of one (param, grad, m, v) buffer set.
 
 The entry point of the WebGPU kernel vk-adam replaces, minus its flaws: the hyperparameters
-travel as push constants (one cached pipeline), and the math is torch's (see README).
+travel as push constants (one cached pipeline), and the math is torch's (see docs/semantics.md).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ class Optimizer(DeviceAccess):
         :meth:`last_grad_norm` reads the norm. Default None (off).
       * ``state_dtype`` (``"float32"``, ``"bfloat16"``, ``"int8-blockwise"``),
         ``stochastic_rounding`` (16-bit params without an fp32 master copy), ``seed`` (of the
-        rounding stream): storage formats, see README "Storage formats".
+        rounding stream): storage formats, see docs/formats.md.
     """
 
     def __init__(

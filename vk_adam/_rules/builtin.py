@@ -1,7 +1,6 @@
 """Adam, AdamW and SGD: vk-adam's own update rules, registered through the same hook as plugins.
 
-Update order and error messages follow torch.optim (single-tensor path); see README.md,
-"Update semantics".
+Update order and error messages follow torch.optim (single-tensor path); see docs/semantics.md.
 """
 
 from __future__ import annotations

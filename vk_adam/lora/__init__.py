@@ -17,17 +17,19 @@ one parameter, so a step is one dispatch whatever the tensor count::
 Files: :meth:`LoRAAdapter.save_peft` / :meth:`LoRAAdapter.load_peft` (PEFT's layout), and
 :func:`save_checkpoint` / :func:`load_checkpoint` (adapter + optimizer state + step + RNG).
 
-Modules, each importing (at import time) only those listed before it: ``errors``
-(:class:`CheckpointError`), ``atomic_io`` (atomic file writes), ``adapter`` (the flat layout, the
-optimizer over it and :func:`update_lora_adapter`), ``peft`` (PEFT's file layout), ``torch_state``
-(optimizer state by name; torch's AdamW state dicts), ``checkpoint_format`` (the sealed file and
-its checksum), ``checkpoint_verify`` (checks before a load changes anything) and ``checkpoint``
-(save and load).
+Modules, each importing (at import time or when called) only those listed before it: ``errors``
+(:class:`CheckpointError`), ``atomic_io`` (atomic file writes), ``modules`` (:class:`LoRAModule`,
+the adapter dtypes and PEFT's tensor names), ``peft`` (PEFT's file layout, in plain values),
+``adapter`` (the flat layout, the optimizer over it and :func:`update_lora_adapter`),
+``torch_state`` (optimizer state by name; torch's AdamW state dicts), ``checkpoint_format`` (the
+sealed file and its checksum), ``checkpoint_verify`` (checks before a load changes anything) and
+``checkpoint`` (save and load). ``tests/test_architecture.py`` fails on any import cycle.
 """
 
-from .adapter import LoRAAdapter, LoRAModule, update_lora_adapter
+from .adapter import LoRAAdapter, update_lora_adapter
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .errors import CheckpointError
+from .modules import LoRAModule
 from .peft import PeftFormatError
 from .torch_state import export_torch_adamw_state, import_torch_adamw_state
 

@@ -2,10 +2,9 @@
 dispatch (the package docstring, ``vk_adam.lora``, shows the use).
 
 This module owns the layout, the optimizer over it, the host/device copies and the checked
-update; the rest of ``vk_adam.lora`` builds on it. The file formats (:mod:`.peft`,
-:mod:`.checkpoint`) and torch's state (:mod:`.torch_state`) import it, never the other way at
-import time: :meth:`LoRAAdapter.save_peft` / :meth:`LoRAAdapter.load_peft` import :mod:`.peft`
-when called.
+update. It builds on :mod:`.modules` (:class:`LoRAModule`, dtypes, PEFT's names) and on
+:mod:`.peft` (PEFT's file layout, which deals in plain values and never imports this module);
+checkpoints (:mod:`.checkpoint`) and torch's state (:mod:`.torch_state`) build on it.
 """
 
 from __future__ import annotations
@@ -13,60 +12,22 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._errors import OptimizerClosedError
 from .._inputs import convert_float_or_refuse
 from .._optim.optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 from .._runtime import Runtime
-
-Array = npt.NDArray[Any]
-F32 = npt.NDArray[np.float32]
-#: The dtypes an adapter's weights (and gradients) can have.
-ADAPTER_DTYPES = fmt.PARAM_DTYPES
-
-#: Module path of target ``module`` in layer ``layer`` (Llama-style names, as PEFT writes them).
-DEFAULT_PATH_TEMPLATE = "model.layers.{layer}.self_attn.{module}"
-PEFT_PREFIX = "base_model.model."
-
-
-@dataclass(frozen=True)
-class LoRAModule:
-    """One adapted linear layer: its path and the shapes of its A and B."""
-
-    path: str  # e.g. "model.layers.0.self_attn.q_proj"
-    in_features: int
-    out_features: int
-    rank: int
-
-    @property
-    def a_shape(self) -> tuple[int, int]:
-        return (self.rank, self.in_features)
-
-    @property
-    def b_shape(self) -> tuple[int, int]:
-        return (self.out_features, self.rank)
+from .modules import DEFAULT_PATH_TEMPLATE, F32, Array, LoRAModule, adapter_dtype, peft_key
+from .peft import peft_config, read_peft, write_peft
 
 
 def _align(n: int) -> int:
     return -(-n // ALIGN_ELEMENTS) * ALIGN_ELEMENTS
-
-
-def adapter_dtype(dtype: Any) -> str:
-    """``"float32"``, ``"float16"`` or ``"bfloat16"`` for a name or NumPy dtype; else ValueError."""
-    try:
-        name = dtype if isinstance(dtype, str) else fmt.dtype_name(dtype)
-    except TypeError:
-        name = None
-    if name not in ADAPTER_DTYPES:
-        raise ValueError(f"a LoRA adapter's dtype must be one of {list(ADAPTER_DTYPES)} (got {dtype!r})")
-    return name
 
 
 class LoRAAdapter:
@@ -198,17 +159,12 @@ class LoRAAdapter:
     def named_tensors(self) -> dict[str, Array]:
         """PEFT key -> weight view, e.g. ``base_model.model.<path>.lora_A.weight``."""
         return {
-            f"{PEFT_PREFIX}{m.path}.lora_{which}.weight": self.weight(m.path, which)
-            for m in self.modules
-            for which in ("A", "B")
+            peft_key(m.path, which): self.weight(m.path, which) for m in self.modules for which in ("A", "B")
         }
 
     def slices(self) -> dict[str, tuple[int, tuple[int, int]]]:
         """PEFT key -> (offset, shape) in the flat buffers."""
-        return {
-            f"{PEFT_PREFIX}{path}.lora_{which}.weight": value
-            for (path, which), value in self._offsets.items()
-        }
+        return {peft_key(path, which): value for (path, which), value in self._offsets.items()}
 
     def delta(self, path: str) -> F32:
         """The weight change this adapter applies to a module: ``scale * B @ A``, in float32."""
@@ -257,15 +213,15 @@ class LoRAAdapter:
 
     def peft_config(self) -> dict[str, Any]:
         """The ``adapter_config.json`` PEFT writes for this adapter."""
-        from .peft import peft_config
-
-        return peft_config(self)
+        return peft_config(
+            rank=self.rank, alpha=self.alpha, target_modules=self.target_modules, use_rslora=self.use_rslora
+        )
 
     def save_peft(self, directory: str | Path) -> Path:
-        """Write ``adapter_model.safetensors`` + ``adapter_config.json`` (PEFT's layout)."""
-        from .peft import save_peft
-
-        return save_peft(self, directory)
+        """Write ``adapter_model.safetensors`` (in the adapter's dtype: F32, F16 or BF16) +
+        ``adapter_config.json`` (PEFT's layout)."""
+        self.pull_params()
+        return write_peft(directory, self.named_tensors(), self.peft_config())
 
     @classmethod
     def load_peft(cls, directory: str | Path, *, dtype: Any = None) -> LoRAAdapter:
@@ -273,9 +229,18 @@ class LoRAAdapter:
 
         The adapter's dtype is the file's (F16, BF16 or F32; float32 for mixed dtypes), or
         ``dtype`` when given (values converted, nearest-even)."""
-        from .peft import load_peft
-
-        return load_peft(directory, cls, dtype=dtype)
+        folder = read_peft(directory, dtype=dtype)
+        adapter = cls(
+            folder.modules,
+            alpha=folder.alpha,
+            use_rslora=folder.use_rslora,
+            target_modules=folder.target_modules,
+            dtype=folder.dtype,
+        )
+        for path, pair in folder.weights.items():
+            for which, value in pair.items():
+                adapter.weight(path, which)[...] = value.astype(adapter.flat_params.dtype)
+        return adapter
 
     def same_layout(self, other: LoRAAdapter) -> bool:
         """True when both adapters have the same modules, shapes, alpha and scale rule."""

@@ -23,11 +23,12 @@ from .._errors import OptimizerClosedError
 from .._optim.optimizer import Optimizer
 from .._optim.state_dict import ABSMAX_SUFFIX
 from ..schedules import LRScheduler
-from .adapter import Array, LoRAAdapter, _steps_adapter
+from .adapter import LoRAAdapter, _steps_adapter
 from .atomic_io import _atomic_write, _remove_orphaned_temp_files
 from .checkpoint_format import _CHECKSUM_PLACEHOLDER, CHECKPOINT_FORMAT, CHECKSUM_KEY, _seal
 from .checkpoint_verify import _storage_of, _verify_checkpoint
 from .errors import CheckpointError
+from .modules import Array
 
 
 def save_checkpoint(

@@ -23,9 +23,10 @@ from .._optim.optimizer import Optimizer
 from .._optim.state_dict import ABSMAX_SUFFIX, MASTER_KEY
 from .._optim.storage import blocks
 from ..schedules import LRScheduler
-from .adapter import Array, LoRAAdapter
+from .adapter import LoRAAdapter
 from .checkpoint_format import CHECKPOINT_FORMAT, _read_verified
 from .errors import CheckpointError
+from .modules import Array
 
 # Bigger integers are not exactly representable as the float the optimizer stores its step in.
 _MAX_EXACT_INT = 2**53

@@ -4,7 +4,9 @@ Kept apart from :mod:`.adapter` because it is a file format, not the adapter: wh
 called, which config fields PEFT writes, and how a folder from any PEFT writer is checked and
 read back in :meth:`LoRAAdapter.create`'s layout. :meth:`LoRAAdapter.save_peft`,
 :meth:`LoRAAdapter.load_peft` and :meth:`LoRAAdapter.peft_config` are the public entry points;
-they call the functions here.
+they call the functions here, which deal in plain values (tensors, config fields,
+:class:`PeftFolder`) and so never import the adapter: :mod:`.adapter` imports this module, and
+both import what they share from :mod:`.modules`.
 
 Weights are written in the adapter's dtype (safetensors ``F32``, ``F16`` or ``BF16``) and a
 folder loads as an adapter of its file's dtype. ``safetensors.numpy`` cannot read ``BF16``, so
@@ -16,14 +18,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import _formats as fmt
-from .adapter import PEFT_PREFIX, Array, LoRAAdapter, LoRAModule, adapter_dtype
 from .atomic_io import _atomic_write
+from .modules import Array, LoRAModule, adapter_dtype, peft_key
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -39,6 +43,20 @@ SAFETENSORS_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(kind) for name, k
 
 class PeftFormatError(ValueError):
     """A PEFT adapter file has unknown or missing keys, wrong shapes or dtypes, or a bad config."""
+
+
+@dataclass(frozen=True)
+class PeftFolder:
+    """A checked PEFT adapter folder, in :meth:`LoRAAdapter.create`'s layout: the modules in
+    order, the adapter's settings and dtype, and each module's ``{"A": ..., "B": ...}`` weights
+    as read (the adapter converts them to its dtype)."""
+
+    modules: list[LoRAModule]
+    alpha: float
+    use_rslora: bool
+    target_modules: list[str] | None
+    dtype: str
+    weights: dict[str, dict[str, Array]]
 
 
 def read_safetensors(data: bytes) -> dict[str, Array]:
@@ -57,14 +75,16 @@ def read_safetensors(data: bytes) -> dict[str, Array]:
     return out
 
 
-def peft_config(adapter: LoRAAdapter) -> dict[str, Any]:
-    """The ``adapter_config.json`` PEFT writes for this adapter."""
+def peft_config(
+    *, rank: int, alpha: float, target_modules: Sequence[str], use_rslora: bool
+) -> dict[str, Any]:
+    """The ``adapter_config.json`` PEFT writes for an adapter of these settings."""
     return {
         "peft_type": "LORA",
-        "r": adapter.rank,
-        "lora_alpha": adapter.alpha,
-        "target_modules": list(adapter.target_modules),
-        "use_rslora": adapter.use_rslora,
+        "r": rank,
+        "lora_alpha": alpha,
+        "target_modules": list(target_modules),
+        "use_rslora": use_rslora,
         "lora_dropout": 0.0,
         "bias": "none",
         "fan_in_fan_out": False,
@@ -77,31 +97,27 @@ def peft_config(adapter: LoRAAdapter) -> dict[str, Any]:
     }
 
 
-def save_peft(adapter: LoRAAdapter, directory: str | Path) -> Path:
-    """Write ``adapter_model.safetensors`` (in the adapter's dtype: F32, F16 or BF16) +
-    ``adapter_config.json`` (PEFT's layout)."""
+def write_peft(directory: str | Path, tensors: Mapping[str, Array], config: Mapping[str, Any]) -> Path:
+    """Write ``adapter_model.safetensors`` (PEFT key -> weight, in the weights' dtype: F32, F16 or
+    BF16) + ``adapter_config.json`` (``config``, from :func:`peft_config`), each atomically."""
     from safetensors.numpy import save
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    adapter.pull_params()
-    tensors = {k: np.ascontiguousarray(v) for k, v in adapter.named_tensors().items()}
-    _atomic_write(directory / ADAPTER_WEIGHTS, save(tensors, metadata={"format": "pt"}))
-    config = json.dumps(adapter.peft_config(), indent=2, sort_keys=True).encode()
-    _atomic_write(directory / ADAPTER_CONFIG, config)
+    contiguous = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    _atomic_write(directory / ADAPTER_WEIGHTS, save(contiguous, metadata={"format": "pt"}))
+    _atomic_write(directory / ADAPTER_CONFIG, json.dumps(config, indent=2, sort_keys=True).encode())
     return directory
 
 
-def load_peft(
-    directory: str | Path, cls: type[LoRAAdapter] = LoRAAdapter, *, dtype: Any = None
-) -> LoRAAdapter:
-    """Read a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError.
+def read_peft(directory: str | Path, *, dtype: Any = None) -> PeftFolder:
+    """Read and check a PEFT LoRA adapter folder (any writer). Bad keys/shapes raise PeftFormatError.
 
-    The adapter gets the dtype its tensors were saved in (F16 -> float16, BF16 -> bfloat16,
-    F32 -> float32); a file that mixes dtypes, or holds F64, loads as float32, which holds
+    The folder's dtype is the one its tensors were saved in (F16 -> float16, BF16 -> bfloat16,
+    F32 -> float32); a file that mixes dtypes, or holds F64, reads as float32, which holds
     F16 and BF16 values exactly. ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``)
-    overrides it: values are then converted (nearest-even). Integer or bool tensors raise
-    PeftFormatError.
+    overrides it: values are then converted (nearest-even) by the adapter. Integer or bool
+    tensors raise PeftFormatError.
     """
     from safetensors import SafetensorError
 
@@ -148,7 +164,7 @@ def load_peft(
 
     for path in sorted(found, key=module_order):
         pair = found[path]
-        missing = [f"{PEFT_PREFIX}{path}.lora_{w}.weight" for w in ("A", "B") if w not in pair]
+        missing = [peft_key(path, w) for w in ("A", "B") if w not in pair]
         if missing:
             raise PeftFormatError(f"missing keys in {ADAPTER_WEIGHTS}: {missing}")
         a, b = pair["A"], pair["B"]
@@ -162,17 +178,14 @@ def load_peft(
     if not modules:
         raise PeftFormatError(f"{ADAPTER_WEIGHTS} holds no LoRA tensors")
     saved_dtype = _file_dtype(found)  # checks every tensor is floating point
-    adapter = cls(
-        modules,
+    return PeftFolder(
+        modules=modules,
         alpha=float(config["lora_alpha"]),
         use_rslora=bool(config.get("use_rslora", False)),
         target_modules=targets if isinstance(targets, list) else None,
         dtype=saved_dtype if wanted is None else wanted,
+        weights=found,
     )
-    for path, pair in found.items():
-        adapter.weight(path, "A")[...] = pair["A"].astype(adapter.flat_params.dtype)
-        adapter.weight(path, "B")[...] = pair["B"].astype(adapter.flat_params.dtype)
-    return adapter
 
 
 def _file_dtype(found: dict[str, dict[str, Array]]) -> str:
@@ -183,8 +196,7 @@ def _file_dtype(found: dict[str, dict[str, Array]]) -> str:
         for which, value in pair.items():
             if not (np.issubdtype(value.dtype, np.floating) or value.dtype == fmt.BFLOAT16):
                 raise PeftFormatError(
-                    f"{PEFT_PREFIX}{path}.lora_{which}.weight is {value.dtype}; LoRA weights are "
-                    "float32, float16 or bfloat16"
+                    f"{peft_key(path, which)} is {value.dtype}; LoRA weights are float32, float16 or bfloat16"
                 )
             names.add(fmt.dtype_name(value.dtype))
     single = names.pop() if len(names) == 1 else None

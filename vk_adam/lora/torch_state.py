@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from .._optim.optimizer import Optimizer
-from .adapter import F32, Array, LoRAAdapter
+from .adapter import LoRAAdapter
 from .errors import CheckpointError
+from .modules import F32, Array
 
 # -- optimizer state by parameter name --------------------------------------------------------
 

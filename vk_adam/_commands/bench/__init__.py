@@ -15,8 +15,9 @@ move / GPU time, against the same device's copy bandwidth measured in the same r
 Every figure is a median over ``--repeats`` runs after ``--warmup`` runs.
 
 Modules: ``cases`` (what is measured, and the arguments), ``measure`` (how: the Vulkan and peer
-measurements), ``report`` (the JSON, the table and the plot), ``run`` (``run_bench``: the run
-that ties them together).
+measurements), ``report`` (the JSON, the table and the plot), ``peers`` (whether torch and CUDA
+are here), ``formats`` and ``train`` (the storage-format and whole-step tables), ``run``
+(``run_bench``: the run that ties them together).
 """
 
 from __future__ import annotations

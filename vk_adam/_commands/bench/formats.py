@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ... import _formats as fmt
+from .peers import cuda_available
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,8 @@ def run_formats_bench(
 ) -> str:
     from tqdm import tqdm
 
-    from .run import _cuda_available
-
     sizes = (2**20, 2**22) if software else (2**24, 2**28)
-    cuda = not software and _cuda_available()
+    cuda = not software and cuda_available()
     rows: list[dict[str, Any]] = []
     jobs = [(cfg, n) for n in sizes for cfg in CONFIGS]
     for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True, disable=quiet):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..._runtime import Runtime, select_device
 from .cases import BYTES_PER_ELEMENT, Case, select_cases
+from .formats import run_formats_bench
 from .measure import (
     Result,
     bench_numpy,
@@ -24,23 +25,8 @@ from .measure import (
     submit_wait_floor,
     vulkan_copy_bandwidth,
 )
+from .peers import cuda_available, torch_available
 from .report import build_report, render
-
-
-def _cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def _torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -70,7 +56,7 @@ def run_bench(args: argparse.Namespace) -> int:
         args.cases = ",".join(wanted)
     cases = select_cases(args.cases, info.is_software)
     rt = Runtime(device=info.index)
-    has_torch, has_cuda = _torch_available(), _cuda_available()
+    has_torch, has_cuda = torch_available(), cuda_available()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[Case, str]] = []
@@ -164,14 +150,12 @@ def run_bench(args: argparse.Namespace) -> int:
 def _run_formats(args: argparse.Namespace, device_index: int, software: bool) -> str:
     """The storage-format table, with the device's copy bandwidth (a Vulkan copy shader, and
     torch's copy when CUDA runs here: the better one) as the yardstick."""
-    from .formats import run_formats_bench
-
     rt = Runtime(device=device_index)
     try:
         copy = vulkan_copy_bandwidth(rt, 2**22 if software else 2**26, 10) / 1e9
     finally:
         rt.close()
-    if not software and _cuda_available():
+    if not software and cuda_available():
         copy = max(copy, cuda_copy_bandwidth(2**28, 20) / 1e9)
     return run_formats_bench(
         device_index, software, copy, args.repeats, args.warmup, Path(args.out), quiet=args.quiet

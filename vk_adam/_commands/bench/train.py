@@ -31,15 +31,15 @@ REPEATS = 5
 
 
 def _config(software: bool, steps: int) -> Any:
-    from ..demo import DemoConfig
+    from ..demo_config import DemoConfig
 
     base = DemoConfig() if software else DemoConfig(layers=8, dim=128)
     return dataclasses.replace(base, steps=steps)
 
 
 def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[str, Any]:
-    from ..demo import fresh_run, optimizer_options
-    from ..demo_model import make_dataset
+    from ..demo_config import optimizer_options
+    from ..demo_model import fresh_run, make_dataset
     from ..demo_resident import load_example
 
     repeats = 2 if software else REPEATS
