@@ -26,3 +26,13 @@ class ShaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             sys.path.pop(0)
         build_shaders.build(root)
         build_data.setdefault("artifacts", []).append("vk_adam/_spirv/*.spv")
+        # The resident demo's application (examples/resident_training: its driver, GLSL and the
+        # SPIR-V just compiled) rides in the wheel as vk_adam/_examples/, so `vk-adam demo` runs
+        # from an installed wheel too. The checkout's copy stays the one to read and copy.
+        example = root / "examples" / "resident_training"
+        if example.is_dir():
+            include = build_data.setdefault("force_include", {})
+            for path in sorted(example.glob("train.py")) + sorted(example.glob("shaders/*.comp")) + sorted(
+                example.glob("spirv/*.spv")
+            ):
+                include[str(path)] = f"vk_adam/_examples/resident_training/{path.relative_to(example)}"

@@ -5,7 +5,8 @@ submission; the host reads back only the losses (once per submission) and the fi
 The shaders and their driver are an application, not part of the library: they live in the
 repository's ``examples/resident_training/`` (an example to copy; it uses kp directly, which
 only ``vk_adam._runtime`` may do inside the package), and this module loads its ``train.py`` by
-path. Its SPIR-V is compiled by the build (``build_shaders.py``), as the package's own is.
+path. Its SPIR-V is compiled by the build (``build_shaders.py``), as the package's own is; a
+wheel carries a copy of the example as ``vk_adam/_examples/`` (``hatch_build.py``).
 """
 
 from __future__ import annotations
@@ -35,20 +36,27 @@ from .demo_config import (
 from .demo_model import fresh_run, make_dataset
 from .demo_output import progress_bar
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resident_training" / "train.py"
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: The example in a checkout, else the copy a wheel carries (hatch_build.py puts it there).
+EXAMPLES = (
+    _PACKAGE.parent / "examples" / "resident_training" / "train.py",
+    _PACKAGE / "_examples" / "resident_training" / "train.py",
+)
 MODULE_NAME = "vk_adam_example_resident_training"
 
 
 def load_example() -> ModuleType:
-    """``examples/resident_training/train.py`` of this checkout, imported by path (once)."""
+    """``examples/resident_training/train.py`` (of the checkout, or the wheel's copy), imported
+    by path (once)."""
     if MODULE_NAME in sys.modules:
         return sys.modules[MODULE_NAME]
-    if not EXAMPLE.exists():
+    example = next((path for path in EXAMPLES if path.exists()), None)
+    if example is None:
         raise FileNotFoundError(
-            f"{EXAMPLE} is missing: the resident demo runs from a checkout of vk-adam (the example "
-            "is not part of the wheel); `vk-adam demo --host` runs the host path"
+            f"{EXAMPLES[0]} is missing, and this installation carries no copy: reinstall vk-adam "
+            "from its wheel (scripts/build-wheels.sh); `vk-adam demo --host` runs the host path"
         )
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, EXAMPLE)
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, example)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[MODULE_NAME] = module

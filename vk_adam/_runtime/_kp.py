@@ -33,10 +33,7 @@ def kp_module() -> ModuleType:
     try:
         import kp
     except ImportError as exc:
-        raise NoVulkanDeviceError(
-            f"the Kompute Python package `kp` could not be imported ({exc}). "
-            "Run `bash scripts/setup.sh` (builds vk-adam's patched kp 0.9.0 offline)."
-        ) from exc
+        raise NoVulkanDeviceError(_import_failure(exc)) from exc
     finally:
         for handler in root.handlers[:]:
             if handler not in handlers:
@@ -44,6 +41,22 @@ def kp_module() -> ModuleType:
         root.setLevel(level)
     module: ModuleType = kp
     return module
+
+
+def _import_failure(exc: ImportError) -> str:
+    """What to install, for the ImportError kp raised."""
+    if "libvulkan" in str(exc):  # kp's shared object links the Vulkan loader, libvulkan.so.1
+        return (
+            f"the Vulkan loader is not installed ({exc}). Install it and a driver: "
+            "Debian/Ubuntu `apt-get install libvulkan1`, plus `mesa-vulkan-drivers` for a CPU "
+            "device (lavapipe) or your GPU vendor's Vulkan driver; Fedora `dnf install "
+            "vulkan-loader mesa-vulkan-drivers`."
+        )
+    return (
+        f"the Kompute Python package `kp` could not be imported ({exc}). Install vk-adam's "
+        "patched kp: `pip install --find-links dist kp` from `bash scripts/build-wheels.sh`, or "
+        "`bash scripts/setup.sh` in a checkout (docs/packaging.md)."
+    )
 
 
 #: The patch features the fast, fully synchronized path needs.
