@@ -32,7 +32,9 @@ class ShaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         example = root / "examples" / "resident_training"
         if example.is_dir():
             include = build_data.setdefault("force_include", {})
-            for path in sorted(example.glob("train.py")) + sorted(example.glob("shaders/*.comp")) + sorted(
-                example.glob("spirv/*.spv")
+            for path in (
+                sorted(example.glob("train.py"))
+                + sorted(example.glob("shaders/*.comp"))
+                + sorted(example.glob("spirv/*.spv"))
             ):
                 include[str(path)] = f"vk_adam/_examples/resident_training/{path.relative_to(example)}"
