@@ -96,7 +96,14 @@ def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
     subprocess.run([*build, "-t", "wheel"], cwd=unpacked, check=True, capture_output=True)
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        spv = {Path(n).stem for n in zf.namelist() if n.endswith(".spv")}
-        assert "vk_adam/py.typed" in zf.namelist()
-        assert "vk_adam/include/vk_adam_rule.glsl" in zf.namelist()
+        names = zf.namelist()
+        spv = {Path(n).stem for n in names if n.startswith("vk_adam/_spirv/") and n.endswith(".spv")}
+        assert "vk_adam/py.typed" in names
+        assert "vk_adam/include/vk_adam_rule.glsl" in names
+        # The resident demo's application rides along, compiled, so `vk-adam demo` runs from it.
+        example = {n for n in names if n.startswith("vk_adam/_examples/resident_training/")}
     assert spv == {s.stem for s in SOURCES}
+    assert {Path(n).name for n in example} >= {"train.py", "matmul.spv", "mse_loss.spv", "matmul.comp"}
+    assert not any(
+        n.endswith(".spv") and not n.startswith(("vk_adam/_spirv/", "vk_adam/_examples/")) for n in names
+    )
