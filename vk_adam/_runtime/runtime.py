@@ -17,6 +17,7 @@ submit, wait, barrier); only this package calls kp. It hides the two kp builds i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,19 @@ WORKGROUP_SIZE = 256
 MAX_WORKGROUPS = 65535
 #: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
 MAX_ELEMENTS = (2**32 - 1) // 4
+
+
+#: A lower workgroup cap for tuning experiments (benchmarks/grid_sweep.py); unset: no cap.
+MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
+
+
+def _workgroup_limit() -> int:
+    raw = os.environ.get(MAX_WORKGROUPS_ENV, "").strip()
+    if not raw:
+        return MAX_WORKGROUPS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${MAX_WORKGROUPS_ENV} must be a positive workgroup count (got {raw!r})")
+    return int(raw)
 
 
 def is_kp_tensor(obj: object) -> bool:
@@ -100,7 +114,7 @@ class Runtime:
         )
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
-        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count)
+        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, _workgroup_limit())
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences: list[Any] = []
