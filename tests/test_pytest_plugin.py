@@ -229,7 +229,7 @@ def test_a_test_whose_vulkan_calls_made_the_layer_report_fails_with_the_whole_me
         r"write_barriers: 0, command: vkCmdDispatch, seq_no: \d+, reset_no: \d+\)\."
     )
     planted = _failure(out, "test_planted")
-    assert planted.startswith("Vulkan validation: SYNC-HAZARD-READ-AFTER-WRITE (ERROR) (1 message(s) while")
+    assert planted.startswith("Vulkan validation: SYNC-HAZARD-READ-AFTER-WRITE (ERROR): 1 message while")
     assert len(whole.findall(planted)) == 1, planted
     assert "Traceback" not in planted and "pytest_plugin.py" not in planted  # the test's failure
     own = _failure(out, "test_own_failure_keeps_its_report")

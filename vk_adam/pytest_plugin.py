@@ -271,9 +271,10 @@ class Validation:
         shown = "\n\n".join(messages[:_MAX_SHOWN])
         more = f"\n\n... and {len(messages) - _MAX_SHOWN} more" if len(messages) > _MAX_SHOWN else ""
         pytest.fail(
-            f"Vulkan validation: {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''} "
-            f"({len(messages)} message(s) {when}; {LAYER}, core + synchronization)\n\n{shown}{more}\n\n"
-            "(the ini option vk_validation_ignore lists message ids not to fail on)",
+            f"Vulkan validation: {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}: {len(messages)} "
+            f"message{'s' if len(messages) > 1 else ''} {when} ({LAYER}, core + synchronization "
+            f"validation)\n\n{shown}{more}\n\n(the ini option vk_validation_ignore lists message ids "
+            "not to fail on)",
             pytrace=False,
         )
 
@@ -283,7 +284,7 @@ class Validation:
         except pytest.skip.Exception:
             messages = self.take()
             if messages:  # a test that made the layer report is not skipped away
-                self._fail(messages, f"before the test skipped itself ({when})")
+                self._fail(messages, "before this test skipped itself")
             raise
         except BaseException:
             item.stash[_BESIDE] = self.take()  # shown beside the test's own failure
@@ -300,7 +301,7 @@ class Validation:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._phase(item, "while this test ran (setup and call)"))
+        return (yield from self._phase(item, "while this test set up and ran"))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
