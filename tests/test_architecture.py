@@ -91,3 +91,20 @@ def test_no_module_over_400_lines_and_no_class_over_265():
             if isinstance(node, ast.ClassDef):
                 size = node.end_lineno - node.lineno + 1
                 assert size <= 265, f"{path.relative_to(PACKAGE)}: class {node.name} has {size} lines"
+
+
+def test_import_vk_adam_is_cheap_and_every_public_name_resolves():
+    """The public names load on first use (pytest imports the package for its plugin in every
+    session), and each one is there."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, vk_adam\n"
+        "heavy = [m for m in ('numpy', 'ml_dtypes', 'kp', 'vk_adam._optim') if m in sys.modules]\n"
+        "missing = [n for n in vk_adam.__all__ if n not in dir(vk_adam) or getattr(vk_adam, n) is None]\n"
+        "print(heavy, missing, vk_adam.lora.__name__, hasattr(vk_adam, 'no_such_name'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "[]", "vk_adam.lora", "False"]

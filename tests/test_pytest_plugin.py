@@ -479,3 +479,18 @@ def test_vulkan_device_honours_vk_adam_device(pytester, monkeypatch, choice):
         result.stdout.fnmatch_lines(["*no Vulkan device name contains 'no such device'*"])
     else:
         result.assert_outcomes(passed=1)
+
+
+# -- the CI recipe in the docs is what .ci/ runs -------------------------------------------------------
+
+
+def test_every_command_of_the_docs_ci_recipe_is_run_by_the_ci_script():
+    doc = (ROOT / "docs" / "testing-your-vulkan-code.md").read_text()
+    block = re.search(r"<!-- ci-recipe:[^\n]*-->\n```bash\n(.*?)```", doc, re.S)
+    assert block, "the recipe block (after its ci-recipe marker) is missing"
+    commands = [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 5 and commands[-1] == '"$VENV/bin/python" -m pytest --vk-validation'
+    script = (ROOT / ".ci" / "recipe-vulkan-testing.sh").read_text().splitlines()
+    code = [line for line in script if not line.lstrip().startswith("#")]
+    missing = [c for c in commands if not any(c in line for line in code)]
+    assert not missing, f"the docs' recipe has commands .ci/recipe-vulkan-testing.sh does not run: {missing}"
