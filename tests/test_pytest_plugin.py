@@ -209,6 +209,13 @@ def test_a_test_whose_vulkan_calls_made_the_layer_report_fails_with_the_whole_me
             subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
         @pytest.fixture
+        def planted_at_setup(kp_manager):
+            conftest.copy_then_transfer(kp_manager, barrier_b=False)
+
+        def test_setup(planted_at_setup):
+            pass
+
+        @pytest.fixture
         def planted_at_teardown(kp_manager):
             yield
             conftest.copy_then_transfer(kp_manager, barrier_b=False)
@@ -219,7 +226,7 @@ def test_a_test_whose_vulkan_calls_made_the_layer_report_fails_with_the_whole_me
     )
     result = pytester.runpytest_subprocess("--vk-validation", "-p", "no:cacheprovider", "-rA", timeout=300)
     out = result.stdout.str()
-    result.assert_outcomes(passed=3, failed=4, errors=1)
+    result.assert_outcomes(passed=3, failed=5, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     whole = re.compile(
         r"SYNC-HAZARD-READ-AFTER-WRITE \(ERROR\)\n +Validation Error: \[ SYNC-HAZARD-READ-AFTER-WRITE \] "
@@ -236,6 +243,7 @@ def test_a_test_whose_vulkan_calls_made_the_layer_report_fails_with_the_whole_me
     assert "assert 1 == 2" in own and "Vulkan validation (call)" in own and whole.search(own)
     assert whole.search(_failure(out, "test_skipping_after_the_layer_reported"))
     assert whole.search(_failure(out, "test_planted_in_a_subprocess"))
+    assert whole.search(_failure(out, "test_setup"))  # a fixture's messages fail the test using it
     teardown = _failure(out, "ERROR at teardown of test_teardown")
     assert "during this test's teardown" in teardown and whole.search(teardown)
     assert "PASSED test_b_cases.py::test_clean_after_the_planted_one" in out

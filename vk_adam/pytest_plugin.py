@@ -179,8 +179,12 @@ def kp_manager(request: pytest.FixtureRequest, vulkan_device: DeviceInfo) -> Ite
 
     handle = open_device(vulkan_device.index)
     validation = request.config.stash.get(_VALIDATION, None)
-    if validation is not None:
-        validation.check_layer_ran()
+    try:
+        if validation is not None:
+            validation.check_layer_ran()
+    except RuntimeError:
+        handle.close()
+        raise
     yield handle.manager
     handle.close()
 
@@ -264,7 +268,7 @@ class Validation:
             return
         self._kp_checked = True
         if "validation log" not in getattr(kp, "patches", ()):
-            pytest.exit(_NO_LOG.format(version=getattr(kp, "__version__", "?")), returncode=4)
+            pytest.exit(_NO_LOG.format(version=getattr(kp, "__version__", "?")), pytest.ExitCode.USAGE_ERROR)
 
     def _fail(self, messages: list[str], when: str) -> None:
         ids = list(dict.fromkeys(m.splitlines()[0] for m in messages))
@@ -278,7 +282,9 @@ class Validation:
             pytrace=False,
         )
 
-    def _phase(self, item: pytest.Item, when: str) -> Generator[None, object, object]:
+    def _phase(self, item: pytest.Item, when: str, judge: bool = True) -> Generator[None, object, object]:
+        """Around one phase of a test: its messages fail it (``judge``; setup's wait for the call),
+        or go beside the phase's own failure."""
         try:
             result = yield
         except pytest.skip.Exception:
@@ -289,15 +295,17 @@ class Validation:
         except BaseException:
             item.stash[_BESIDE] = self.take()  # shown beside the test's own failure
             raise
-        self._check_kp()
-        messages = self.take()
-        if messages:
-            self._fail(messages, when)
+        if judge:
+            self._check_kp()
+            messages = self.take()
+            if messages:
+                self._fail(messages, when)
         return result
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         self.outside += self.take()  # since the last test: collection, background threads
+        return (yield from self._phase(item, "during this test's setup", judge=False))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
