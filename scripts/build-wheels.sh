@@ -59,7 +59,8 @@ done
 if [ "$WITH_DEPS" = 1 ]; then
   # Exactly what these wheels need on this Python, resolved with dist/ first (so kp is ours).
   log "downloading the dependencies' wheels"
-  pipq download --only-binary=:all: --find-links "$DIST" -d "$DIST" "$DIST"/vk_adam-*.whl "$DIST"/vk_adam_lion-*.whl >&2
+  # pytest too: vk-adam ships a pytest plugin (docs/testing-your-vulkan-code.md).
+  pipq download --only-binary=:all: --find-links "$DIST" -d "$DIST" "$DIST"/vk_adam-*.whl "$DIST"/vk_adam_lion-*.whl pytest >&2
 fi
 log "wheels in $DIST:"
 (cd "$DIST" && ls -l ./*.whl | awk '{printf "  %8.1f KiB  %s\n", $5 / 1024, $9}') >&2

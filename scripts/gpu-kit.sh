@@ -78,7 +78,7 @@ test)
   eval "$(bash "${BASH_SOURCE[0]}" env "$DIR")"
   cd "$ROOT"
   "$PY" -m vk_adam info
-  VK_ADAM_VALIDATION=1 "$PY" -m pytest tests plugins/vk-adam-lion/tests -p no:cacheprovider "$@"
+  "$PY" -m pytest --vk-validation tests plugins/vk-adam-lion/tests -p no:cacheprovider "$@"
   ;;
 *)
   sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'

@@ -9,7 +9,8 @@ VENV="${VK_ADAM_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 CACHE="${VK_ADAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vk-adam}"
 # The test command only: Khronos validation layers (the suite runs under core + synchronization
-# validation, see tests/conftest.py), and the stock kp 0.9.0, built once, for the fallback tests.
+# validation: `pytest --vk-validation`, vk-adam's pytest plugin), and the stock kp 0.9.0, built once,
+# for the fallback tests.
 if ! dpkg-query -W -f='${Status}' vulkan-validationlayers 2>/dev/null | grep -q "install ok installed"; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
@@ -32,4 +33,5 @@ echo "== mypy"
 "$PY" -m mypy
 echo "== pytest"
 "$PY" -m vk_adam info
-VK_ADAM_VALIDATION=1 "$PY" -m pytest tests plugins/vk-adam-lion/tests "$@"
+# --vk-validation: a missing layer is an error, and a test fails if the layer reported anything.
+"$PY" -m pytest --vk-validation tests plugins/vk-adam-lion/tests "$@"

@@ -18,12 +18,14 @@ LAYERS = {
     "_inputs": 0,
     "_formats": 0,
     "shaderc": 0,
+    "_validation": 0,
     "_runtime": 1,
     "_rules": 1,
     "_optim": 2,
     "lora": 3,
     "schedules": 3,
     "testing": 3,
+    "pytest_plugin": 3,
     "_commands": 4,
     "cli": 5,
     "__main__": 5,
@@ -222,3 +224,18 @@ def test_import_cycles_are_found_through_lazy_and_relative_imports(tmp_path):
     (pkg / "sub" / "b.py").write_text("import pkg.top\n")
     (pkg / "ok.py").write_text("from . import top\nfrom .sub.a import A\n")
     assert import_cycles(pkg) == ["pkg.sub.b (line 1) -> pkg.top (line 5) -> pkg.sub.b"]
+def test_import_vk_adam_is_cheap_and_every_public_name_resolves():
+    """The public names load on first use (pytest imports the package for its plugin in every
+    session), and each one is there."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, vk_adam\n"
+        "heavy = [m for m in ('numpy', 'ml_dtypes', 'kp', 'vk_adam._optim') if m in sys.modules]\n"
+        "missing = [n for n in vk_adam.__all__ if n not in dir(vk_adam) or getattr(vk_adam, n) is None]\n"
+        "print(heavy, missing, vk_adam.lora.__name__, hasattr(vk_adam, 'no_such_name'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "[]", "vk_adam.lora", "False"]

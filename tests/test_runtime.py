@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import vk_adam
+from vk_adam import pytest_plugin as vk_pytest
 from vk_adam._optim.device import MAX_PIPELINES_PER_SET
 from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import Runtime, kp_features, kp_module
 
-from . import _validation
 from .conftest import random_grad, scale_error
 from .test_device_buffers import download, upload
 
@@ -224,22 +224,23 @@ PLANTED_HAZARD = textwrap.dedent(
 
 
 @pytest.mark.skipif(
-    not _validation.layer_installed() and os.environ.get("VK_ADAM_VALIDATION") != "1",
-    reason="Khronos validation layer not installed (the test command installs it)",
+    vk_pytest.find_validation_layer() is None,
+    reason="Khronos validation layer not installed (the test command installs it, and its "
+    "--vk-validation makes a missing layer an error)",
 )
 @pytest.mark.parametrize("variant", ["missing", "barrier"])
 def test_validation_catches_a_planted_missing_barrier(tmp_path, variant):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VK_LAYER", "VK_INSTANCE"))}
-    log = _validation.enable(tmp_path, env)
+    log = vk_pytest.enable_validation(tmp_path, env)
     env["PYTHONPATH"] = str(ROOT)
     subprocess.run([sys.executable, "-c", PLANTED_HAZARD, variant], env=env, check=True, timeout=120)
     text = log.read_text()
-    assert _validation.STATUS_MESSAGE in text  # the layer ran, with our settings
-    hazards = [m for m in _validation.messages(text) if "SYNC-HAZARD" in m]
+    assert vk_pytest.STATUS_MESSAGE in text  # the layer ran, with our settings
+    hazards = [m for m in vk_pytest.validation_messages(text) if "SYNC-HAZARD" in m]
     if variant == "missing":
         assert len(hazards) == 1 and "SYNC-HAZARD-READ-AFTER-WRITE" in hazards[0].replace("_", "-")
     else:
-        assert _validation.messages(text) == []
+        assert vk_pytest.validation_messages(text) == []
 
 
 # -- the stock kp fallback ---------------------------------------------------------------
