@@ -224,6 +224,8 @@ def test_import_cycles_are_found_through_lazy_and_relative_imports(tmp_path):
     (pkg / "sub" / "b.py").write_text("import pkg.top\n")
     (pkg / "ok.py").write_text("from . import top\nfrom .sub.a import A\n")
     assert import_cycles(pkg) == ["pkg.sub.b (line 1) -> pkg.top (line 5) -> pkg.sub.b"]
+
+
 def test_import_vk_adam_is_cheap_and_every_public_name_resolves():
     """The public names load on first use (pytest imports the package for its plugin in every
     session), and each one is there."""
