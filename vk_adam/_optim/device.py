@@ -86,6 +86,9 @@ class DeviceGroups:
         sets = sum(1 if not is_kp_tensor(g["params"][0]) else len(g["params"]) for g in groups)
         self.clipper = GradClipper(rt, self.status, sets, skip_nonfinite) if clip else None
         self.max_norm = 0.0
+        #: A gradient scale the host sets for the next synchronous steps (ZeRO-1's clipping
+        #: factor from the norm over every rank); None: the device's own (1.0 or clipping's).
+        self.grad_scale: float | None = None
         self._status_barrier = rt.barrier_op([self.status])
         self._status_download = rt.download_op([self.status])
         self._host_download: Any = None
@@ -277,8 +280,14 @@ class DeviceGroups:
         push.view(np.uint32)[0] = bset.n
         push[1 : 1 + len(values)] = values
         if len(push) > 1 + len(values):  # the rng key: read only by stochastic rounding
-            stochastic = bset.format.mode == fmt.MODE_STOCHASTIC
-            push.view(np.uint32)[-1] = fmt.step_key(self.seed, bset.index, step) if stochastic else 0
+            key = 0
+            if bset.format.mode == fmt.MODE_STOCHASTIC:
+                window = bset.window  # a shard continues the whole buffer's stream
+                if window is None:
+                    key = fmt.step_key(self.seed, bset.index, step)
+                else:
+                    key = fmt.offset_key(fmt.step_key(self.seed, window.index, step), window.offset)
+            push.view(np.uint32)[-1] = key
         return push
 
     @staticmethod

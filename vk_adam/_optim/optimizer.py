@@ -34,7 +34,7 @@ from .groups import (
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .state_dict import read_state_dict, write_state_dict
-from .storage import Storage
+from .storage import Storage, Window
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
 MAX_STEPS_IN_FLIGHT = 8
@@ -79,6 +79,7 @@ class Optimizer(DeviceAccess):
         state_dtype: str = "float32",
         stochastic_rounding: bool = False,
         seed: int = 0,
+        _windows: Sequence[Window] = (),
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
@@ -92,6 +93,8 @@ class Optimizer(DeviceAccess):
         max_norm = check_max_norm(clip_grad_norm)
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
         check_storage(state_dtype, stochastic_rounding, seed, groups)
+        if _windows and len(_windows) != len(groups):  # ZeRO-1's shards (vk_adam.distributed)
+            raise ValueError(f"{len(_windows)} windows for {len(groups)} param groups: one per group")
         if max_norm is not None:
             check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
@@ -112,7 +115,7 @@ class Optimizer(DeviceAccess):
                 self.skip_nonfinite,
                 clip=max_norm is not None,
                 drain=self._drain,
-                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed)),
+                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows)),
             )
             self._dev.max_norm = max_norm or 0.0
         except BaseException:
@@ -151,7 +154,17 @@ class Optimizer(DeviceAccess):
         revalidate(self.rule, self._groups, self.zeroes_grad)
         if wait:
             return self._step_sync(prepared, started)
+        if self._dev.grad_scale is not None:
+            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
         return self._step_async(prepared)
+
+    def _set_grad_scale(self, scale: float | None) -> None:
+        """Multiply the gradients of the next synchronous steps by ``scale`` (the harness's
+        gradient scale, as clipping's factor), a value the caller computed: ZeRO-1 clips by the
+        norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping."""
+        if self._dev.clipper is not None:
+            raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
+        self._dev.grad_scale = None if scale is None else float(np.float32(scale))
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
         """Record the next step into ``sequence`` (the application's own kp.Sequence) without
@@ -184,11 +197,13 @@ class Optimizer(DeviceAccess):
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
         pushes = self._dev.pushes()
-        status = self._dev.status
+        status, scale = self._dev.status, self._dev.grad_scale
         if self.skip_nonfinite:
             status.data()[0] = 0
+        if scale is not None:
+            status.data().view(np.float32)[1] = scale
         upload = self._dev.stage_inputs(prepared)
-        if self.skip_nonfinite:
+        if self.skip_nonfinite or scale is not None:
             upload.append(status)
         ops, first, last = self._dev.step_ops(upload, pushes)
         eval_start = time.perf_counter()
