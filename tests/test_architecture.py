@@ -20,6 +20,7 @@ LAYERS = {
     "lora": 3,
     "schedules": 3,
     "testing": 3,
+    "distributed": 3,
     "_commands": 4,
     "cli": 5,
     "__main__": 5,

@@ -26,7 +26,7 @@ from .._runtime import Runtime, is_kp_tensor
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
-from .storage import Storage, uint_spec
+from .storage import Storage, rng_key, uint_spec
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
@@ -94,6 +94,8 @@ class DeviceGroups:
         self._host_download: Any = None
         self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
         self._barrier_after: Any = None
+        if self.storage.windows and len(self.storage.windows) != len(groups):  # ZeRO-1's shards
+            raise ValueError(f"{len(self.storage.windows)} windows for {len(groups)} param groups")
         for options in groups:
             group = self.builder.add_group(options)
             for bset in group.sets:
@@ -231,6 +233,17 @@ class DeviceGroups:
                     self.bind(group, bset, g, recording=recording)
         return upload
 
+    def stage_status(self) -> list[Any]:
+        """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
+        if not self.skip_nonfinite and self.grad_scale is None:
+            return []
+        words = self.status.data()
+        if self.skip_nonfinite:
+            words[0] = 0
+        if self.grad_scale is not None:
+            words.view(np.float32)[1] = self.grad_scale
+        return [self.status]
+
     def pushes(self) -> list[Array]:
         """The next step's push constants, one array per buffer set. Computed before any staging
         memory is written: a rule whose packing fails then changes nothing."""
@@ -280,14 +293,8 @@ class DeviceGroups:
         push.view(np.uint32)[0] = bset.n
         push[1 : 1 + len(values)] = values
         if len(push) > 1 + len(values):  # the rng key: read only by stochastic rounding
-            key = 0
-            if bset.format.mode == fmt.MODE_STOCHASTIC:
-                window = bset.window  # a shard continues the whole buffer's stream
-                if window is None:
-                    key = fmt.step_key(self.seed, bset.index, step)
-                else:
-                    key = fmt.offset_key(fmt.step_key(self.seed, window.index, step), window.offset)
-            push.view(np.uint32)[-1] = key
+            stochastic = bset.format.mode == fmt.MODE_STOCHASTIC
+            push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step) if stochastic else 0
         return push
 
     @staticmethod

@@ -93,8 +93,6 @@ class Optimizer(DeviceAccess):
         max_norm = check_max_norm(clip_grad_norm)
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
         check_storage(state_dtype, stochastic_rounding, seed, groups)
-        if _windows and len(_windows) != len(groups):  # ZeRO-1's shards (vk_adam.distributed)
-            raise ValueError(f"{len(_windows)} windows for {len(groups)} param groups: one per group")
         if max_norm is not None:
             check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
@@ -158,14 +156,6 @@ class Optimizer(DeviceAccess):
             raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
         return self._step_async(prepared)
 
-    def _set_grad_scale(self, scale: float | None) -> None:
-        """Multiply the gradients of the next synchronous steps by ``scale`` (the harness's
-        gradient scale, as clipping's factor), a value the caller computed: ZeRO-1 clips by the
-        norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping."""
-        if self._dev.clipper is not None:
-            raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
-        self._dev.grad_scale = None if scale is None else float(np.float32(scale))
-
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
         """Record the next step into ``sequence`` (the application's own kp.Sequence) without
         submitting it; return the step number recorded. For params on the device (kp tensors).
@@ -197,14 +187,8 @@ class Optimizer(DeviceAccess):
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
         pushes = self._dev.pushes()
-        status, scale = self._dev.status, self._dev.grad_scale
-        if self.skip_nonfinite:
-            status.data()[0] = 0
-        if scale is not None:
-            status.data().view(np.float32)[1] = scale
-        upload = self._dev.stage_inputs(prepared)
-        if self.skip_nonfinite or scale is not None:
-            upload.append(status)
+        status = self._dev.status
+        upload = self._dev.stage_inputs(prepared) + self._dev.stage_status()
         ops, first, last = self._dev.step_ops(upload, pushes)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self._profile)

@@ -46,6 +46,14 @@ class Storage:
     windows: tuple[Window, ...] = ()
 
 
+def rng_key(seed: int, index: int, window: Window | None, step: int) -> int:
+    """The step's key of buffer set ``index``'s stochastic-rounding stream (a push constant);
+    a window's is its whole buffer's stream from the window's first element on."""
+    if window is None:
+        return fmt.step_key(seed, index, step)
+    return fmt.offset_key(fmt.step_key(seed, window.index, step), window.offset)
+
+
 def uint_spec(*values: int) -> tuple[float, ...]:
     """uint specialization constants as the float32 words kp passes."""
     return tuple(float(x) for x in np.array(values, np.uint32).view(np.float32))
