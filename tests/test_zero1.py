@@ -432,3 +432,68 @@ def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
     assert "time limit" in done.stdout + done.stderr
     assert not (tmp_path / "job" / "rank0.pkl").exists()
     assert 15 <= seconds < 90, seconds
+
+
+# -- the example and the bench ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_example_fine_tunes_on_two_ranks(tmp_path):
+    port = str(_free_port())
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+    ]
+    cmd += [
+        "--master_port",
+        port,
+        str(ROOT / "examples/zero1/train.py"),
+        "--steps",
+        "60",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "params identical on every rank: True" in summary, summary
+    first, last = (float(x) for x in summary.split("loss ")[1].split(" (")[0].split(" -> "))
+    assert last < first / 3, summary
+    # the saved state dict is one process's: a plain vk_adam.AdamW over the params loads it
+    params = list(np.load(tmp_path / "params.npz").values())
+    with vk_adam.AdamW([np.ascontiguousarray(p) for p in params], clip_grad_norm=1.0) as opt:
+        opt.load_state_dict(pickle.loads((tmp_path / "optimizer.pkl").read_bytes()))
+        assert opt.state_dict()["state"][0]["step"] == 60.0
+
+
+def test_bench_zero_reports_every_backend_and_the_shards_state(tmp_path):
+    cmd = [sys.executable, "-m", "vk_adam", "bench", "--cases", "zero", "--zero-elements", str(2**16)]
+    cmd += ["--repeats", "2", "--warmup", "1", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = json.loads((tmp_path / "zero.json").read_text())["rows"]
+    wanted = ["vk-adam-zero1-gloo", "torch-zero-cpu", "vk-adam-1-process"] + (
+        ["vk-adam-zero1-mpi"] if HAS_MPI else []
+    )
+    for name in wanted:
+        assert rows[name].get("step_ms", 0) > 0, (name, rows[name])
+    single = rows["vk-adam-1-process"]["state_bytes_per_rank"][0]
+    assert single == 2**16 * 8  # AdamW: two fp32 buffers
+    for name in [n for n in wanted if n.startswith("vk-adam-zero1")]:
+        assert rows[name]["state_bytes_per_rank"] == [single // 2] * 2
+        assert set(rows[name]["phases_ms"]) == {
+            "agree",
+            "staging",
+            "reduce_scatter",
+            "norm",
+            "update",
+            "all_gather",
+        }
+    assert sum(rows["torch-zero-cpu"]["state_bytes_per_rank"]) >= single
+    assert "| vk-adam ZeRO-1 (gloo) |" in (tmp_path / "zero.md").read_text()
