@@ -113,6 +113,15 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "steps": 3,
     },
+    # 2 blocks for 3 ranks: the last rank owns nothing, yet takes part (and refuses bad input)
+    "adamw-tiny-empty-shard": {
+        "rule": "adamw",
+        "groups": [[(10,), (3,)]],
+        "options": {"lr": 1e-2, "clip_grad_norm": 1.0},
+        "steps": 3,
+        "bad_step": 1,
+        "float64": True,
+    },
     # bf16 params with an fp32 master copy and 8-bit state, two groups, checkpoint in the middle
     "adamw-bf16-master-int8-resume": {
         "rule": "adamw",
@@ -358,7 +367,13 @@ def test_torchrun_gloo_matches_one_process(tmp_path, world, case):
 
 @needs_mpi
 @pytest.mark.parametrize(
-    ("world", "case"), [(2, "lion-plugin"), (3, "adam-amsgrad-clip"), (4, "adamw-bf16-master-int8-resume")]
+    ("world", "case"),
+    [
+        (2, "lion-plugin"),
+        (3, "adam-amsgrad-clip"),
+        (3, "adamw-tiny-empty-shard"),
+        (4, "adamw-bf16-master-int8-resume"),
+    ],
 )
 def test_mpirun_matches_one_process(tmp_path, world, case):
     launcher = "mpi"
