@@ -267,7 +267,9 @@ def check_job(
 ) -> None:
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
     ranks = [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(world)]
-    engine = "MPI through mpi4py" if launcher == "mpi" else "torch.distributed gloo"
+    engine = (
+        "MPI through mpi4py" if launcher == "mpi" else f"torch.distributed {config.get('backend', 'gloo')}"
+    )
     assert all(r["communicator"].startswith(engine) and r["size"] == world for r in ranks)
     exact = bool(config.get("exact_mean"))
     # every rank holds the same params, bit for bit
@@ -363,6 +365,24 @@ def test_torchrun_gloo_matches_one_process(tmp_path, world, case):
     done, seconds = launch(launcher, world, config, tmp_path / "job")
     print(f"{world} ranks, {case}: {seconds:.1f} s")
     check_job(launcher, config, world, tmp_path / "job", done)
+
+
+def _cuda_gpus() -> int:
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(
+    _cuda_gpus() < 2,
+    reason="the NCCL transport (CUDA staging tensors) needs torch with CUDA and one GPU per rank, "
+    "2 at least: NCCL refuses two ranks on one GPU, and CI has no CUDA",
+)
+def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path):
+    launcher = "torch"
+    config = _prepare({**CASES["adamw-bf16-sr-int8"], "backend": "nccl"}, tmp_path)
+    done, _ = launch(launcher, 2, config, tmp_path / "job")
+    check_job(launcher, config, 2, tmp_path / "job", done)
 
 
 @needs_mpi

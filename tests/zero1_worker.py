@@ -70,12 +70,17 @@ def _digest(params: list[list[np.ndarray]]) -> str:
 class Job:
     """The communicator's launcher side: rank, size, a barrier, and the optimizer's comm."""
 
-    def __init__(self, launcher: str) -> None:
+    def __init__(self, launcher: str, backend: str = "gloo") -> None:
         if launcher == "torch":
+            import os
+
+            import torch
             import torch.distributed as dist
 
+            if backend == "nccl":  # one GPU per rank, as NCCL needs
+                torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
             dist.init_process_group(
-                "gloo", timeout=timedelta(seconds=float(sys.argv[4]) if len(sys.argv) > 4 else 60)
+                backend, timeout=timedelta(seconds=float(sys.argv[4]) if len(sys.argv) > 4 else 60)
             )
             self.rank, self.size, self.comm, self.barrier = (
                 dist.get_rank(),
@@ -128,7 +133,7 @@ def run(launcher: str, config: dict[str, Any], out: Path) -> None:
     import vk_adam.distributed as vkd
     from vk_adam.schedules import CosineDecay
 
-    job = Job(launcher)
+    job = Job(launcher, config.get("backend", "gloo"))
     rank = job.rank
     seen: dict[str, Any] = {"rank": rank, "size": job.size}
 
