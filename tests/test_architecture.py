@@ -26,6 +26,7 @@ LAYERS = {
     "schedules": 3,
     "testing": 3,
     "pytest_plugin": 3,
+    "distributed": 3,
     "_commands": 4,
     "cli": 5,
     "__main__": 5,

@@ -233,11 +233,23 @@ def step_key(seed: int, buffer_index: int, step: int) -> int:
     return _mix32_scalar(k + (step & 0xFFFFFFFF))
 
 
+#: The stream's stride per element: element i of a buffer hashes ``key + i * ELEMENT_STRIDE``
+#: (mod 2**32), as the shader's ``vk_adam_pack4_stochastic`` does.
+ELEMENT_STRIDE = 0x9E3779B9
+
+
+def offset_key(key: int, offset: int) -> int:
+    """The key whose stream is ``key``'s from element ``offset`` on: element i of it is element
+    ``offset + i`` of ``key``'s, so a buffer holding a slice of a larger one (a ZeRO-1 shard)
+    rounds exactly as the larger buffer would."""
+    return (key + offset * ELEMENT_STRIDE) & 0xFFFFFFFF
+
+
 def random_bits(key: int, count: int) -> U32:
     """32 random bits for elements ``0..count-1`` of a buffer at one step (``step_key``)."""
     index = np.arange(count, dtype=np.uint32)
     with np.errstate(over="ignore"):
-        return _mix32(index * np.uint32(0x9E3779B9) + np.uint32(key))
+        return _mix32(index * np.uint32(ELEMENT_STRIDE) + np.uint32(key))
 
 
 def round_to(values: npt.NDArray[Any], name: str, bits: U32 | None = None) -> npt.NDArray[Any]:

@@ -45,6 +45,14 @@ class DeviceAccess:
             raise ValueError("clip_grad_norm cannot be turned off after construction")
         self._dev.max_norm = max_norm
 
+    def _set_grad_scale(self, scale: float | None) -> None:
+        """Multiply the gradients of the next synchronous steps by ``scale`` (the harness's
+        gradient scale, as clipping's factor), a value the caller computed: ZeRO-1 clips by the
+        norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping."""
+        if self._dev.clipper is not None:
+            raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
+        self._dev.grad_scale = None if scale is None else float(np.float32(scale))
+
     def last_grad_norm(self) -> float:
         """The global gradient norm of the last step (before clipping), read from the device.
 

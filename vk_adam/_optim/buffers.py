@@ -19,7 +19,7 @@ from .._rules.spirv import has_storage_formats, load_spirv, reflect
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat
-from .storage import GroupFormat, Storage, group_format, initial_state, typed_view, value_words
+from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
 
 F32 = npt.NDArray[np.float32]
 
@@ -34,6 +34,7 @@ class BufferSet:
     n: int
     index: int  # position among all of the optimizer's buffer sets
     format: GroupFormat = field(default_factory=GroupFormat)
+    window: Window | None = None  # a slice of a larger buffer set (storage.Window)
     absmax: dict[str, Any] = field(default_factory=dict)  # per 8-bit state buffer
     master: Any = None  # fp32 master copy of 16-bit params
     update_algo: Any = None
@@ -71,6 +72,7 @@ class GroupBuilder:
         self._spirv: dict[str, bytes] = {}
         self._formats_in_shader: dict[str, bool] = {}
         self._sets = 0
+        self._groups = 0
 
     def add_group(self, options: dict[str, Any]) -> Group:
         variant = self.rule.variant_for(options)
@@ -80,12 +82,17 @@ class GroupBuilder:
         if any(is_kp_tensor(p) == host_mode for p in params):
             raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
         group = Group(options, variant, spec, [], [], host_mode)
+        windows = self.storage.windows
+        window = windows[self._groups] if windows else None
+        self._groups += 1
+        if window is not None and not host_mode:
+            raise TypeError("a windowed param group (a shard of a larger buffer) holds NumPy params")
         if host_mode:
             group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
             quantized = self.storage.state_dtype == "int8-blockwise"
             # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
             group.slots, total = plan_flat(params, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
-            form = self._format(variant, group.param_dtype, total)
+            form = self._format(variant, group.param_dtype, window.total if window else total)
             flat = np.zeros(total, np.float32)
             gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
             bset = BufferSet(
@@ -95,6 +102,7 @@ class GroupBuilder:
                 total,
                 self._next_index(),
                 form,
+                window=window,
             )
             self._new_state(variant, bset)
             if form.has_master:

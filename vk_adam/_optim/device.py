@@ -26,7 +26,7 @@ from .._runtime import Runtime, is_kp_tensor
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
-from .storage import Storage, uint_spec
+from .storage import Storage, rng_key, uint_spec
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
@@ -86,11 +86,16 @@ class DeviceGroups:
         sets = sum(1 if not is_kp_tensor(g["params"][0]) else len(g["params"]) for g in groups)
         self.clipper = GradClipper(rt, self.status, sets, skip_nonfinite) if clip else None
         self.max_norm = 0.0
+        #: A gradient scale the host sets for the next synchronous steps (ZeRO-1's clipping
+        #: factor from the norm over every rank); None: the device's own (1.0 or clipping's).
+        self.grad_scale: float | None = None
         self._status_barrier = rt.barrier_op([self.status])
         self._status_download = rt.download_op([self.status])
         self._host_download: Any = None
         self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
         self._barrier_after: Any = None
+        if self.storage.windows and len(self.storage.windows) != len(groups):  # ZeRO-1's shards
+            raise ValueError(f"{len(self.storage.windows)} windows for {len(groups)} param groups")
         for options in groups:
             group = self.builder.add_group(options)
             for bset in group.sets:
@@ -228,6 +233,17 @@ class DeviceGroups:
                     self.bind(group, bset, g, recording=recording)
         return upload
 
+    def stage_status(self) -> list[Any]:
+        """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
+        if not self.skip_nonfinite and self.grad_scale is None:
+            return []
+        words = self.status.data()
+        if self.skip_nonfinite:
+            words[0] = 0
+        if self.grad_scale is not None:
+            words.view(np.float32)[1] = self.grad_scale
+        return [self.status]
+
     def pushes(self) -> list[Array]:
         """The next step's push constants, one array per buffer set. Computed before any staging
         memory is written: a rule whose packing fails then changes nothing."""
@@ -278,7 +294,7 @@ class DeviceGroups:
         push[1 : 1 + len(values)] = values
         if len(push) > 1 + len(values):  # the rng key: read only by stochastic rounding
             stochastic = bset.format.mode == fmt.MODE_STOCHASTIC
-            push.view(np.uint32)[-1] = fmt.step_key(self.seed, bset.index, step) if stochastic else 0
+            push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step) if stochastic else 0
         return push
 
     @staticmethod

@@ -34,7 +34,7 @@ from .groups import (
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .state_dict import read_state_dict, write_state_dict
-from .storage import Storage
+from .storage import Storage, Window
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
 MAX_STEPS_IN_FLIGHT = 8
@@ -79,6 +79,7 @@ class Optimizer(DeviceAccess):
         state_dtype: str = "float32",
         stochastic_rounding: bool = False,
         seed: int = 0,
+        _windows: Sequence[Window] = (),
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
@@ -112,7 +113,7 @@ class Optimizer(DeviceAccess):
                 self.skip_nonfinite,
                 clip=max_norm is not None,
                 drain=self._drain,
-                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed)),
+                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows)),
             )
             self._dev.max_norm = max_norm or 0.0
         except BaseException:
@@ -151,6 +152,8 @@ class Optimizer(DeviceAccess):
         revalidate(self.rule, self._groups, self.zeroes_grad)
         if wait:
             return self._step_sync(prepared, started)
+        if self._dev.grad_scale is not None:
+            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
         return self._step_async(prepared)
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
@@ -185,11 +188,7 @@ class Optimizer(DeviceAccess):
         self._drain()
         pushes = self._dev.pushes()
         status = self._dev.status
-        if self.skip_nonfinite:
-            status.data()[0] = 0
-        upload = self._dev.stage_inputs(prepared)
-        if self.skip_nonfinite:
-            upload.append(status)
+        upload = self._dev.stage_inputs(prepared) + self._dev.stage_status()
         ops, first, last = self._dev.step_ops(upload, pushes)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self._profile)

@@ -6,23 +6,51 @@ Loading checks everything first and then applies it, so a bad state dict changes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .device import BufferSet, DeviceGroups, Group
+from .._rules.rule import UpdateRule
+from .device import BufferSet, Group
 from .groups import as_step, check_hyper_types, is_index, same_shader, show
 from .layout import ParamSlot
-from .storage import STATE_DTYPE_OF, blocks, decode_state, is_signed, native_state, quantize
+from .storage import STATE_DTYPE_OF, Storage, blocks, decode_state, is_signed, native_state, quantize
 
 #: State-dict key of a 16-bit param's fp32 master copy, and the suffix of 8-bit state's absmax.
 MASTER_KEY = "master_param"
 ABSMAX_SUFFIX = ".absmax"
 
 Array = npt.NDArray[Any]
+
+
+class BufferOps(Protocol):
+    """The runtime calls a state dict needs: move buffers between host and device."""
+
+    def run(self, ops: Sequence[Any], *, timestamps: bool = False) -> list[int] | None: ...
+    def upload_op(self, buffers: Sequence[Any]) -> Any: ...
+    def download_op(self, buffers: Sequence[Any]) -> Any: ...
+
+
+class StateHolder(Protocol):
+    """What reading and writing a state dict needs of an optimizer's buffers: its device side
+    (``device.DeviceGroups``), or ZeRO-1's host copy of the whole state (vk_adam.distributed),
+    so both produce and check exactly one layout."""
+
+    seed: int
+
+    @property
+    def rt(self) -> BufferOps: ...
+    @property
+    def rule(self) -> UpdateRule: ...
+    @property
+    def groups(self) -> list[Group]: ...
+    @property
+    def storage(self) -> Storage: ...
+    @property
+    def zero_grad(self) -> bool: ...
 
 
 def _all_slots(groups: list[Group]) -> Iterator[tuple[int, Group, ParamSlot]]:
@@ -33,7 +61,7 @@ def _all_slots(groups: list[Group]) -> Iterator[tuple[int, Group, ParamSlot]]:
             index += 1
 
 
-def read_state_dict(device: DeviceGroups, *, float32: bool = False) -> dict[str, Any]:
+def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, Any]:
     """The state dict of the optimizer whose device side is ``device`` (drained by the caller).
 
     State arrays are copies shaped like their params, in their stored format (float32,
@@ -203,7 +231,7 @@ def _master_writes(bset: BufferSet, slot: ParamSlot, entry: Any, param_id: int) 
     return [(bset.master, np.float32, slot.offset, values)]
 
 
-def write_state_dict(device: DeviceGroups, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
+def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
     """Check ``state_dict`` against the optimizer whose device side is ``device``, then wait
     for its submitted steps (``drain``) and load it. On error nothing is modified: every
     check (structure, types, hyperparameters, steps, buffer sizes) runs before the first write."""

@@ -21,12 +21,37 @@ F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
+class Window:
+    """A group's flat buffer as a slice of a larger one: elements ``offset .. offset + n`` of a
+    logical buffer set ``index`` of ``total`` elements (one rank's shard under ZeRO-1).
+
+    The slice's formats are chosen for ``total`` elements (8-bit state starts at
+    ``INT8_MIN_ELEMENTS`` of the whole buffer, not of the slice) and its stochastic-rounding
+    stream is the whole buffer's from ``offset`` on, so the slice takes exactly the update the
+    whole buffer would. ``offset`` must be a multiple of the quantization block."""
+
+    index: int
+    offset: int
+    total: int
+
+
+@dataclass(frozen=True)
 class Storage:
-    """The optimizer's storage options (checked by ``groups.check_storage``)."""
+    """The optimizer's storage options (checked by ``groups.check_storage``); ``windows``: one
+    :class:`Window` per param group, or none (each group is a buffer of its own)."""
 
     state_dtype: str = "float32"
     stochastic_rounding: bool = False
     seed: int = 0
+    windows: tuple[Window, ...] = ()
+
+
+def rng_key(seed: int, index: int, window: Window | None, step: int) -> int:
+    """The step's key of buffer set ``index``'s stochastic-rounding stream (a push constant);
+    a window's is its whole buffer's stream from the window's first element on."""
+    if window is None:
+        return fmt.step_key(seed, index, step)
+    return fmt.offset_key(fmt.step_key(seed, window.index, step), window.offset)
 
 
 def uint_spec(*values: int) -> tuple[float, ...]:

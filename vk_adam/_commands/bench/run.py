@@ -54,6 +54,14 @@ def run_bench(args: argparse.Namespace) -> int:
         if not wanted:
             return 0
         args.cases = ",".join(wanted)
+    if "zero" in wanted:  # ZeRO-1 on N ranks: a table of its own (zero.md, zero.json)
+        from .zero import run_zero_bench
+
+        print(run_zero_bench(args, info))
+        wanted.remove("zero")
+        if not wanted:
+            return 0
+        args.cases = ",".join(wanted)
     cases = select_cases(args.cases, info.is_software)
     rt = Runtime(device=info.index)
     has_torch, has_cuda = torch_available(), cuda_available()

@@ -1,0 +1,534 @@
+"""ZeRO-1 across real processes: torchrun (gloo) and mpirun (Open MPI, mpi4py), 2, 3 and 4 ranks
+on lavapipe, uneven shards, against one process's vk-adam optimizer stepped with the mean
+gradient and (fp32) a float64 reference.
+
+Each job is tests/zero1_worker.py on every rank; the ranks write what they saw to a temp dir and
+the test compares it here. Every rank must hold the same params bit for bit. With gradients whose
+float32 sum is exact in any order (``exact_mean``), ZeRO-1 must equal one process bit for bit,
+in every storage format; with plain random gradients (only the reduction order differs),
+within 1e-6 of the tensor's scale. Each case also tries bad input on one rank (all ranks raise
+the same error, nothing changes), and some a checkpoint round trip in the middle (bit-exact
+resume). The failure tests check that a job whose rank raises or hangs ends in bounded time.
+
+Sizes are small (lavapipe on 2 cores; 4 ranks each open a device). Seeds are printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import vk_adam
+from vk_adam.schedules import CosineDecay
+
+from . import zero1_worker as worker
+from .conftest import scale_error
+
+WORKER = str(Path(worker.__file__).resolve())
+HAS_MPI = shutil.which("mpirun") is not None
+try:
+    import mpi4py  # noqa: F401
+except ImportError:
+    HAS_MPI = False
+needs_mpi = pytest.mark.skipif(not HAS_MPI, reason="needs mpirun (Debian openmpi-bin) and mpi4py")
+
+# Uneven sizes: group lengths (64-aligned, or 256 for 8-bit state) that no world size divides.
+SHAPES = [[(33, 7), (130,)], [(5, 4, 3), (300,)]]
+BIG = [[(70, 90), (1000,), (17,)]]  # 7,488 elements (7,680 with 8-bit blocks): 8-bit state
+
+CASES: dict[str, dict[str, Any]] = {
+    # fp32, two groups with their own lr, global-norm clipping, a cosine schedule; random means
+    "adamw-clip-groups": {
+        "rule": "adamw",
+        "groups": SHAPES,
+        "group_lr": [3e-3, 1e-2],
+        "options": {"lr": 3e-3, "clip_grad_norm": 1.0},
+        "schedule": True,
+        "steps": 4,
+        "bad_step": 1,
+        "resume_at": 2,
+        "float64": True,
+    },
+    # bf16 params with stochastic rounding, 8-bit state, a NaN step skipped: bit-exact
+    "adamw-bf16-sr-int8": {
+        "rule": "adamw",
+        "groups": BIG,
+        "dtype": "bfloat16",
+        "options": {
+            "lr": 1e-2,
+            "state_dtype": "int8-blockwise",
+            "stochastic_rounding": True,
+            "seed": 7,
+            "skip_nonfinite": True,
+        },
+        "exact_mean": True,
+        "steps": 3,
+        "nan_step": 1,
+    },
+    # SGD with Nesterov momentum, fp16 params with a master copy, bf16 state, loaded from a
+    # state dict of one process's optimizer: bit-exact
+    "sgd-fp16-master-load": {
+        "rule": "sgd",
+        "groups": SHAPES,
+        "dtype": "float16",
+        "options": {"lr": 0.05, "momentum": 0.9, "nesterov": True, "state_dtype": "bfloat16"},
+        "exact_mean": True,
+        "steps": 3,
+        "bad_step": 2,
+        "load_single": 2,
+    },
+    # a plugin rule: bit-exact
+    "lion-plugin": {
+        "rule": "lion",
+        "groups": SHAPES,
+        "options": {"lr": 1e-3, "weight_decay": 0.1},
+        "exact_mean": True,
+        "steps": 3,
+        "bad_step": 0,
+    },
+    # AMSGrad with L2 decay, bf16 state, clipping: random means
+    "adam-amsgrad-clip": {
+        "rule": "adam",
+        "groups": SHAPES,
+        "options": {
+            "lr": 1e-2,
+            "amsgrad": True,
+            "weight_decay": 0.01,
+            "state_dtype": "bfloat16",
+            "clip_grad_norm": 5.0,
+        },
+        "steps": 3,
+    },
+    # 2 blocks for 3 ranks: the last rank owns nothing, yet takes part (and refuses bad input)
+    "adamw-tiny-empty-shard": {
+        "rule": "adamw",
+        "groups": [[(10,), (3,)]],
+        "options": {"lr": 1e-2, "clip_grad_norm": 1.0},
+        "steps": 3,
+        "bad_step": 1,
+        "float64": True,
+    },
+    # bf16 params with an fp32 master copy and 8-bit state, two groups, checkpoint in the middle
+    "adamw-bf16-master-int8-resume": {
+        "rule": "adamw",
+        "groups": [BIG[0], [(64, 70)]],
+        "dtype": "bfloat16",
+        "options": {"lr": 3e-3, "state_dtype": "int8-blockwise"},
+        "exact_mean": True,
+        "steps": 4,
+        "bad_step": 3,
+        "resume_at": 2,
+    },
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # 2 cores: one lavapipe thread per rank; close each rank's device at once at exit
+    env.update(LP_NUM_THREADS="1", OMP_NUM_THREADS="1", VK_ADAM_DEVICE_LINGER="0", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+    )
+    return env
+
+
+def launch(
+    launcher: str,
+    world: int,
+    config: dict[str, Any],
+    out: Path,
+    *,
+    timeout: float = 300,
+    gloo_timeout: float = 60,
+    mpi_timeout: float | None = None,
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the worker on ``world`` ranks; return the finished job and its wall time."""
+    out.mkdir(parents=True, exist_ok=True)
+    args = [WORKER, launcher, json.dumps(config), str(out)]
+    if launcher == "torch":
+        port = str(_free_port())
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world)]
+        cmd += ["--master_addr", "127.0.0.1", "--master_port", port, *args, str(gloo_timeout)]
+    else:  # python -m mpi4py: an exception on any rank aborts the whole job (MPI_Abort)
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(world)]
+        cmd += ["--timeout", str(int(mpi_timeout))] if mpi_timeout else []
+        cmd += [sys.executable, "-m", "mpi4py", *args]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), check=False)
+    return done, time.perf_counter() - started
+
+
+def _flat(params: list[list[np.ndarray]]) -> list[np.ndarray]:
+    return [p for group in params for p in group]
+
+
+def mean_grad(config: dict[str, Any], world: int, t: int) -> list[np.ndarray]:
+    """The mean of the ranks' gradients as one process would be given it: the sum in float64,
+    rounded to float32, divided by the world size in float32, in the params' dtype."""
+    per_rank = [worker.make_grads(config, r, t) for r in range(world)]
+    if t == config.get("nan_step"):
+        per_rank[0][0].reshape(-1)[0] = np.nan
+    out = []
+    for grads in zip(*per_rank, strict=True):
+        total = np.sum([g.astype(np.float64) for g in grads], axis=0).astype(np.float32)
+        out.append((total / np.float32(world)).astype(grads[0].dtype))
+    return out
+
+
+def single_process(config: dict[str, Any], world: int) -> dict[str, Any]:
+    """One process's vk-adam optimizer on the same params, stepped with the mean gradient."""
+    params = worker.make_params(config)
+    opt = vk_adam.create(config["rule"], worker.param_groups(config, params), **config.get("options", {}))
+    sched = (
+        CosineDecay(opt, warmup_steps=1, total_steps=config["steps"] + 2) if config.get("schedule") else None
+    )
+    if config.get("load"):
+        opt.load_state_dict(pickle.loads(Path(config["load"]).read_bytes()))
+    skipped, lrs, means = [], [], []
+    for t in range(config["steps"]):
+        means.append(mean_grad(config, world, t))
+        lrs.append([g["lr"] for g in opt.param_groups])
+        skipped.append(opt.step(means[-1]).skipped)
+        if sched is not None:
+            sched.step()
+    result = {
+        "params": params,
+        "state": opt.state_dict(),
+        "skipped": skipped,
+        "memory": opt.memory_bytes(),
+        "lrs": lrs,
+        "means": means,
+    }
+    if opt.clip_grad_norm is not None:
+        result["last_grad_norm"] = opt.last_grad_norm()
+    opt.close()
+    return result
+
+
+def float64_reference(config: dict[str, Any], lrs: list[list[float]], means: list[list[np.ndarray]]) -> list:
+    """The rule's float64 reference (fp32 params and state), clipping as torch.nn.utils.clip_grad_norm_."""
+    rule = vk_adam.list_rules()[config["rule"]]
+    params = [[p.astype(np.float64) for p in group] for group in worker.make_params(config)]
+    hyper = [{**rule.defaults, **config["options"]} for _ in params]
+    hyper = [{k: v for k, v in h.items() if k in rule.defaults} for h in hyper]
+    state = [
+        [{s.name: np.full(p.shape, s.initial_value) for s in rule.variant_for(h).state} for p in g]
+        for g, h in zip(params, hyper, strict=True)
+    ]
+    max_norm = config["options"].get("clip_grad_norm")
+    for t, (lr, grads) in enumerate(zip(lrs, means, strict=True)):
+        grads64 = [g.astype(np.float64) for g in grads]
+        if max_norm is not None:
+            norm = np.sqrt(sum(np.sum(g * g) for g in grads64))
+            grads64 = [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads64]
+        k = 0
+        for gi, group in enumerate(params):
+            for pi, p in enumerate(group):
+                rule.reference(p, grads64[k], state[gi][pi], {**hyper[gi], "lr": lr[gi]}, t + 1)
+                k += 1
+    return params
+
+
+def _close(actual: np.ndarray, expected: np.ndarray, exact: bool, what: str) -> None:
+    if exact:
+        assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes(), what
+        return
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, what
+    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if actual.dtype == np.float32:
+        assert scale_error(a, e) <= 1e-6, (what, scale_error(a, e))
+    else:  # 16-bit state: one rounding step of the value at most, beyond float32's noise
+        scale = max(float(np.max(np.abs(e))), 1e-30)
+        assert np.all(np.abs(a - e) <= np.abs(e) * 2.0**-7 + 1e-6 * scale), what
+
+
+def check_job(
+    launcher: str, config: dict[str, Any], world: int, out: Path, done: subprocess.CompletedProcess[str]
+) -> None:
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
+    ranks = [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(world)]
+    engine = (
+        "MPI through mpi4py" if launcher == "mpi" else f"torch.distributed {config.get('backend', 'gloo')}"
+    )
+    assert all(r["communicator"].startswith(engine) and r["size"] == world for r in ranks)
+    exact = bool(config.get("exact_mean"))
+    # every rank holds the same params, bit for bit
+    for other in ranks[1:]:
+        for a, b in zip(_flat(other["params"]), _flat(ranks[0]["params"]), strict=True):
+            assert a.tobytes() == b.tobytes()
+    ref = single_process(config, world)
+    for i, (a, b) in enumerate(zip(_flat(ranks[0]["params"]), _flat(ref["params"]), strict=True)):
+        _close(a, b, exact, f"param {i}")
+    if config.get("float64"):
+        for a, b in zip(
+            _flat(ranks[0]["params"]), _flat(float64_reference(config, ref["lrs"], ref["means"])), strict=True
+        ):
+            assert scale_error(a, b) <= 2e-6, scale_error(a, b)
+    # the consolidated state dict is one process's, in layout and (to the tolerance) values
+    state = pickle.loads((out / "state.pkl").read_bytes())
+    assert state["param_groups"] == ref["state"]["param_groups"]
+    assert state["state"].keys() == ref["state"]["state"].keys()
+    for i, entry in ref["state"]["state"].items():
+        assert state["state"][i].keys() == entry.keys()
+        assert state["state"][i]["step"] == entry["step"]
+        for key, value in entry.items():
+            if key != "step":
+                _close(
+                    np.asarray(state["state"][i][key]), np.asarray(value), exact, f"state {key} of param {i}"
+                )
+    assert all(r["skipped"] == ref["skipped"] for r in ranks)
+    if "last_grad_norm" in ref:
+        assert all(
+            abs(r["last_grad_norm"] - ref["last_grad_norm"]) <= 1e-6 * ref["last_grad_norm"] for r in ranks
+        )
+    # each rank holds its shard of the state: together, one process's; each about 1/world of it
+    state_bytes = [r["memory"]["state"] + r["memory"]["absmax"] + r["memory"]["master"] for r in ranks]
+    single = ref["memory"]["state"] + ref["memory"]["absmax"] + ref["memory"]["master"]
+    assert sum(state_bytes) == single
+    assert max(state_bytes) <= single / world * 1.5 + 4096, (state_bytes, single)
+    assert all(
+        r["state_dict_elsewhere"] and "consolidate_state_dict" in r["state_dict_elsewhere"]
+        for r in ranks
+        if r["rank"] != world - 1
+    )
+    if config.get("bad_step") is not None:
+        _check_refusals(ranks, world)
+    if config.get("resume_at") is not None:
+        for r in ranks:  # stopped, saved, loaded (after a refused state dict), resumed: bit for bit
+            for a, b in zip(_flat(r["resumed_params"]), _flat(r["params"]), strict=True):
+                assert a.tobytes() == b.tobytes()
+        refusals = [(out / f"resume_refused{r}.txt").read_text() for r in range(world)]
+        assert len(set(refusals)) == 1 and f"rank {world - 1}" in refusals[0] and "lacks" in refusals[0], (
+            refusals
+        )
+
+
+def _check_refusals(ranks: list[dict[str, Any]], world: int) -> None:
+    expected = {
+        "bad_shape": ("ValueError", "has shape"),
+        "bad_count": ("ValueError", "gradient(s) for"),
+        "bad_dtype": ("TypeError", "grad for"),
+        "bad_lr": ("ValueError", "Invalid learning rate"),
+    }
+    for key, (kind, text) in expected.items():
+        messages = {r[key] for r in ranks}
+        assert len(messages) == 1, messages  # the same error on every rank
+        message = messages.pop()
+        assert message is not None and message.startswith(kind) and text in message and "rank" in message, (
+            message
+        )
+    assert all(r["unchanged_after_bad_input"] for r in ranks)
+
+
+def _prepare(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    config = dict(config, seed=int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(31)))
+    print(f"random seed: {config['seed']} (replay with VK_ADAM_TEST_SEED={config['seed']})")
+    if config.get("rule") == "lion" and "lion" not in vk_adam.list_rules():
+        pytest.skip("the Lion plugin is not installed (scripts/test.sh installs plugins/vk-adam-lion)")
+    if config.get("load_single"):  # a state dict of one process's optimizer, a few steps in
+        params = worker.make_params(config)
+        opt = vk_adam.create(config["rule"], worker.param_groups(config, params), **config["options"])
+        for t in range(config["load_single"]):
+            opt.step(mean_grad(config, 1, t + 100))
+        config["load"] = str(tmp_path / "single.pkl")
+        Path(config["load"]).write_bytes(pickle.dumps(opt.state_dict()))
+        opt.close()
+    return config
+
+
+@pytest.mark.parametrize(
+    ("world", "case"), [(2, "adamw-clip-groups"), (3, "adamw-bf16-sr-int8"), (4, "sgd-fp16-master-load")]
+)
+def test_torchrun_gloo_matches_one_process(tmp_path, world, case):
+    launcher = "torch"
+    config = _prepare(CASES[case], tmp_path)
+    done, seconds = launch(launcher, world, config, tmp_path / "job")
+    print(f"{world} ranks, {case}: {seconds:.1f} s")
+    check_job(launcher, config, world, tmp_path / "job", done)
+
+
+def _cuda_gpus() -> int:
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(
+    _cuda_gpus() < 2,
+    reason="the NCCL transport (CUDA staging tensors) needs torch with CUDA and one GPU per rank, "
+    "2 at least: NCCL refuses two ranks on one GPU, and CI has no CUDA",
+)
+def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path):
+    launcher = "torch"
+    config = _prepare({**CASES["adamw-bf16-sr-int8"], "backend": "nccl"}, tmp_path)
+    done, _ = launch(launcher, 2, config, tmp_path / "job")
+    check_job(launcher, config, 2, tmp_path / "job", done)
+
+
+@needs_mpi
+@pytest.mark.parametrize(
+    ("world", "case"),
+    [
+        (2, "lion-plugin"),
+        (3, "adam-amsgrad-clip"),
+        (3, "adamw-tiny-empty-shard"),
+        (4, "adamw-bf16-master-int8-resume"),
+    ],
+)
+def test_mpirun_matches_one_process(tmp_path, world, case):
+    launcher = "mpi"
+    config = _prepare(CASES[case], tmp_path)
+    done, seconds = launch(launcher, world, config, tmp_path / "job")
+    print(f"{world} ranks, {case}: {seconds:.1f} s")
+    check_job(launcher, config, world, tmp_path / "job", done)
+
+
+@needs_mpi
+def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path):
+    """Saved by 3 ranks (torchrun), loaded by 2 (mpirun): re-sharded, then as one process."""
+    config = _prepare(
+        {**CASES["adamw-bf16-master-int8-resume"], "resume_at": None, "bad_step": None}, tmp_path
+    )
+    done, _ = launch("torch", 3, config, tmp_path / "three")
+    assert done.returncode == 0, done.stderr[-6000:]
+    resumed = dict(config, load=str(tmp_path / "three" / "state.pkl"))
+    done, _ = launch("mpi", 2, resumed, tmp_path / "two")
+    check_job("mpi", resumed, 2, tmp_path / "two", done)
+
+
+# -- a rank that fails ------------------------------------------------------------------------
+
+#: AdamW, 4 steps; rank 1 raises (or hangs) after its second step.
+FAILING = {"rule": "adamw", "groups": SHAPES, "options": {}, "steps": 4, "fail_rank": 1, "fail_step": 1}
+
+
+def test_torchrun_job_ends_when_a_rank_raises(tmp_path):
+    """torchrun's agent stops every rank when one exits with an error (the others' next
+    collective fails at once: gloo sees the connection close)."""
+    config = _prepare(FAILING, tmp_path)
+    done, seconds = launch("torch", 2, config, tmp_path / "job", timeout=120)
+    assert done.returncode != 0
+    assert "fails on purpose" in done.stdout + done.stderr
+    assert not (tmp_path / "job" / "rank0.pkl").exists()  # rank 0 did not get through
+    assert seconds < 90, seconds
+
+
+def test_a_rank_that_hangs_times_out_the_others(tmp_path):
+    """A rank alive but gone from the collectives: gloo's timeout (init_process_group(timeout=))
+    ends the others' wait with an error, and torchrun then ends the job."""
+    config = _prepare(FAILING | {"hang": True}, tmp_path)
+    done, seconds = launch("torch", 2, config, tmp_path / "job", timeout=200, gloo_timeout=10)
+    assert done.returncode != 0
+    assert pickle.loads((tmp_path / "job" / "rank1.pkl").read_bytes())["hanging"]
+    assert "Timed out waiting 10000ms" in done.stdout + done.stderr
+    assert not (tmp_path / "job" / "rank0.pkl").exists()
+    assert 10 <= seconds < 150, seconds
+
+
+@needs_mpi
+def test_mpirun_job_ends_when_a_rank_raises(tmp_path):
+    """Under ``python -m mpi4py`` an uncaught exception calls MPI_Abort: mpirun ends every rank."""
+    config = _prepare(FAILING, tmp_path)
+    done, seconds = launch("mpi", 2, config, tmp_path / "job", timeout=120)
+    assert done.returncode != 0
+    assert "fails on purpose" in done.stdout + done.stderr
+    assert not (tmp_path / "job" / "rank0.pkl").exists()
+    assert seconds < 90, seconds
+
+
+@needs_mpi
+def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
+    """MPI collectives have no timeout of their own: mpirun's ``--timeout`` (or
+    ``MPIEXEC_TIMEOUT``) bounds the job instead."""
+    config = _prepare(FAILING | {"hang": True}, tmp_path)
+    done, seconds = launch("mpi", 2, config, tmp_path / "job", timeout=120, mpi_timeout=15)
+    assert done.returncode != 0
+    assert pickle.loads((tmp_path / "job" / "rank1.pkl").read_bytes())["hanging"]
+    assert "time limit" in done.stdout + done.stderr
+    assert not (tmp_path / "job" / "rank0.pkl").exists()
+    assert 15 <= seconds < 90, seconds
+
+
+# -- the example and the bench ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_example_fine_tunes_on_two_ranks(tmp_path):
+    port = str(_free_port())
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+    ]
+    cmd += [
+        "--master_port",
+        port,
+        str(ROOT / "examples/zero1/train.py"),
+        "--steps",
+        "60",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "params identical on every rank: True" in summary, summary
+    first, last = (float(x) for x in summary.split("loss ")[1].split(" (")[0].split(" -> "))
+    assert last < first / 3, summary
+    # the saved state dict is one process's: a plain vk_adam.AdamW over the params loads it
+    params = list(np.load(tmp_path / "params.npz").values())
+    with vk_adam.AdamW([np.ascontiguousarray(p) for p in params], clip_grad_norm=1.0) as opt:
+        opt.load_state_dict(pickle.loads((tmp_path / "optimizer.pkl").read_bytes()))
+        assert opt.state_dict()["state"][0]["step"] == 60.0
+
+
+def test_bench_zero_reports_every_backend_and_the_shards_state(tmp_path):
+    cmd = [sys.executable, "-m", "vk_adam", "bench", "--cases", "zero", "--zero-elements", str(2**16)]
+    cmd += ["--repeats", "2", "--warmup", "1", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = json.loads((tmp_path / "zero.json").read_text())["rows"]
+    wanted = ["vk-adam-zero1-gloo", "torch-zero-cpu", "vk-adam-1-process"] + (
+        ["vk-adam-zero1-mpi"] if HAS_MPI else []
+    )
+    for name in wanted:
+        assert rows[name].get("step_ms", 0) > 0, (name, rows[name])
+    single = rows["vk-adam-1-process"]["state_bytes_per_rank"][0]
+    assert single == 2**16 * 8  # AdamW: two fp32 buffers
+    for name in [n for n in wanted if n.startswith("vk-adam-zero1")]:
+        assert rows[name]["state_bytes_per_rank"] == [single // 2] * 2
+        assert set(rows[name]["phases_ms"]) == {
+            "agree",
+            "staging",
+            "reduce_scatter",
+            "norm",
+            "update",
+            "all_gather",
+        }
+    assert sum(rows["torch-zero-cpu"]["state_bytes_per_rank"]) >= single
+    assert "| vk-adam ZeRO-1 (gloo) |" in (tmp_path / "zero.md").read_text()

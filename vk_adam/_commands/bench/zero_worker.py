@@ -1,0 +1,163 @@
+"""One rank of ``vk-adam bench --cases zero`` (launched by ``zero.py``; not for direct use):
+``python -m vk_adam._commands.bench.zero_worker CONFIG_JSON OUT_DIR``.
+
+Over torch.distributed (the launcher sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``) it measures vk-adam's ZeRO-1 on gloo, and torch's
+``ZeroRedundancyOptimizer`` (AdamW) on the CPU over gloo and, where torch has CUDA, on CUDA
+tensors (NCCL when every rank has a GPU of its own, else gloo: NCCL refuses two ranks on one
+GPU). Under mpirun it measures vk-adam's ZeRO-1 over MPI. Every rank writes
+``OUT_DIR/<backend>-rank<r>.json``: its median step time, the phases of a vk-adam step, and the
+optimizer-state bytes it holds.
+
+Each backend gets the same work: AdamW over ``tensors`` params of ``elements`` in all, each
+rank's own gradients reduced to their mean before the update. torch's ZeRO takes gradients
+already reduced (DDP does it), so its step is timed with one all-reduce of a flat gradient
+buffer (as DDP's buckets) before ``step()``, which then broadcasts every rank's params.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def _sizes(elements: int, tensors: int) -> list[int]:
+    base = elements // tensors
+    return [base + (elements - base * tensors if i == 0 else 0) for i in range(tensors)]
+
+
+def _grads(rank: int, sizes: list[int]) -> list[np.ndarray]:
+    rng = np.random.default_rng([7, rank])
+    return [(rng.standard_normal(n) * 1e-2).astype(np.float32) for n in sizes]
+
+
+def _timed(step: Callable[[], Any], warmup: int, repeats: int, barrier: Callable[[], Any]) -> list[float]:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        barrier()  # every rank starts the step together: the time is the job's, not the fastest rank's
+        began = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - began)
+    return times
+
+
+def bench_vk_zero(config: dict[str, Any], comm: Any, rank: int, barrier: Callable[[], Any]) -> dict[str, Any]:
+    import vk_adam.distributed as vkd
+
+    sizes = _sizes(config["elements"], config["tensors"])
+    rng = np.random.default_rng(0)
+    params = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    grads = _grads(rank, sizes)
+    options = {"state_dtype": config.get("state_dtype", "float32")}
+    with vkd.ZeroRedundancyOptimizer(params, "adamw", comm=comm, lr=1e-4, **options) as opt:
+        phases: list[dict[str, float]] = []
+
+        def step() -> None:
+            opt.step(grads)
+            phases.append(dict(opt.last_timings))
+
+        times = _timed(step, config["warmup"], config["repeats"], barrier)
+        timed = phases[config["warmup"] :]
+        memory = opt.memory_bytes()
+        return {
+            "step_ms": _median_ms(times),
+            "phases_ms": {k: _median_ms([p[k] for p in timed]) for k in timed[0] if k != "total"},
+            "state_bytes": memory["state"] + memory["absmax"] + memory["master"],
+            "shard": list(opt.shard),
+            "device": opt.device.name if opt.device is not None else None,
+            "transport": opt.communicator,
+        }
+
+
+def bench_torch_zero(config: dict[str, Any], rank: int, world: int, device: str) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    group, backend = None, "gloo"
+    if device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        if torch.cuda.device_count() >= world:  # NCCL: one GPU per rank
+            torch.cuda.set_device(local)
+            group, backend = dist.new_group(backend="nccl"), "nccl"
+        else:  # ranks share a GPU: NCCL refuses that; gloo moves CUDA tensors through the host
+            torch.cuda.set_device(local % torch.cuda.device_count())
+    dev = torch.device(device, torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    sizes = _sizes(config["elements"], config["tensors"])
+    torch.manual_seed(0)
+    params = [torch.randn(n, device=dev, requires_grad=True) for n in sizes]
+    opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, process_group=group, lr=1e-4)
+    flat = torch.cat([torch.from_numpy(g) for g in _grads(rank, sizes)]).to(dev)
+
+    def step() -> None:
+        bucket = flat.clone()  # this step's local gradients, reduced to their mean as DDP does
+        dist.all_reduce(bucket, group=group)
+        bucket /= world
+        for p, g in zip(params, torch.split(bucket, sizes), strict=True):
+            p.grad = g
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def barrier() -> None:
+        dist.barrier(group=group)
+
+    times = _timed(step, config["warmup"], config["repeats"], barrier)
+    state = sum(
+        t.numel() * t.element_size()
+        for s in opt.optim.state.values()
+        for t in s.values()
+        if torch.is_tensor(t)
+    )
+    return {
+        "step_ms": _median_ms(times),
+        "state_bytes": int(state),
+        "transport": f"torch.distributed {backend}",
+    }
+
+
+def main(config: dict[str, Any], out: Path) -> None:
+    if config["transport"] == "mpi":
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        rank = comm.Get_rank()
+        result = bench_vk_zero(config, comm, rank, comm.Barrier)
+        (out / f"vk-adam-zero1-mpi-rank{rank}.json").write_text(json.dumps(result))
+        return
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("vk-adam-zero1-gloo", lambda: bench_vk_zero(config, None, rank, dist.barrier)),
+        ("torch-zero-cpu", lambda: bench_torch_zero(config, rank, world, "cpu")),
+    ]
+    if torch.cuda.is_available():
+        runs.append(("torch-zero-cuda", lambda: bench_torch_zero(config, rank, world, "cuda")))
+    for name, run in runs:
+        try:
+            result = run()
+        except Exception as exc:  # one failed backend must not lose the others
+            result = {"failed": f"{type(exc).__name__}: {exc}"}
+        (out / f"{name}-rank{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]), Path(sys.argv[2]))

@@ -1,0 +1,94 @@
+"""The host buffers of one rank's ZeRO-1 step, and the copies between them and the params:
+pure NumPy, no device and no communicator.
+
+* ``grad_send`` (float32, ``world * max_shard``): every gradient, in the padded layout of the
+  collectives (``_shard``), what the reduce-scatter reads; ``grad_recv``: this rank's shard of
+  the sum, then of the mean.
+* ``pieces``: this rank's shard of the params, one array per piece of a param group, the params
+  of the rank's own optimizer (refreshed from the rank's params before each step, so an edit
+  of the params between steps is taken, as one process takes it).
+* ``param_send`` / ``param_recv``: the updated shard and every rank's, what the all-gather
+  moves: the params' own bits when every group has one width (uint32 or uint16 words), else
+  float32 values (16-bit values widen and narrow back exactly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _formats as fmt
+from .._optim.layout import ParamSlot
+from ._shard import Partition
+
+Array = npt.NDArray[Any]
+
+
+class ShardStaging:
+    """One rank's step buffers for groups of ``slots`` (their host arrays are the params),
+    ``dtypes`` (each group's param dtype name) under ``partition``."""
+
+    def __init__(
+        self, partition: Partition, rank: int, slots: Sequence[Sequence[ParamSlot]], dtypes: Sequence[str]
+    ):
+        self.partition, self.rank, self.slots = partition, rank, slots
+        self.pieces = partition.pieces(rank)
+        self.piece_params: list[Array] = [
+            np.zeros(p.size, fmt.NUMPY_DTYPES[dtypes[p.group]]) for p in self.pieces
+        ]
+        size, world = partition.max_shard, partition.world
+        self.grad_send = np.zeros(size * world, np.float32)  # padding stays zero
+        self.grad_recv = np.zeros(size, np.float32)
+        widths = {np.dtype(fmt.NUMPY_DTYPES[d]).itemsize for d in dtypes}
+        self.raw: Any = {4: np.uint32, 2: np.uint16}[widths.pop()] if len(widths) == 1 else None
+        wire = self.raw or np.float32
+        self.param_send = np.zeros(size, wire)
+        self.param_recv = np.zeros(size * world, wire)
+
+    def stage_grads(self, grads: Sequence[Sequence[Any]]) -> None:
+        """Every gradient (per group, per param) into ``grad_send``, as float32."""
+        part, buffer = self.partition, self.grad_send
+        for gi, group in enumerate(self.slots):
+            for slot, grad in zip(group, grads[gi], strict=True):
+                flat = np.asarray(grad).reshape(-1)
+                for at, offset, count in part.segments(gi, slot.offset, slot.offset + slot.size):
+                    buffer[at : at + count] = flat[offset : offset + count]
+
+    def mean(self, world: int) -> None:
+        """The reduced sum in ``grad_recv`` divided by the world size, in float32."""
+        np.divide(self.grad_recv, np.float32(world), out=self.grad_recv)
+
+    def shard_grads(self) -> list[Array]:
+        """Each piece's mean gradient, in its params' dtype."""
+        return [
+            self.grad_recv[p.at : p.at + p.size].astype(a.dtype, copy=False)
+            for p, a in zip(self.pieces, self.piece_params, strict=True)
+        ]
+
+    def refresh_pieces(self) -> None:
+        """This rank's params (its own copies) into the pieces."""
+        for piece, array in zip(self.pieces, self.piece_params, strict=True):
+            for slot in self.slots[piece.group]:
+                a, b = max(piece.lo, slot.offset), min(piece.hi, slot.offset + slot.size)
+                if a < b:
+                    source = slot.host.reshape(-1)
+                    array[a - piece.lo : b - piece.lo] = source[a - slot.offset : b - slot.offset]
+
+    def fill_param_send(self) -> None:
+        """The pieces (updated) into ``param_send``."""
+        for piece, array in zip(self.pieces, self.piece_params, strict=True):
+            values = array.view(self.raw) if self.raw else array
+            self.param_send[piece.at : piece.at + piece.size] = values
+
+    def scatter_params(self) -> None:
+        """Every rank's updated shard (``param_recv``) into this rank's params."""
+        recv = self.param_recv
+        for gi, group in enumerate(self.slots):
+            for slot in group:
+                flat = slot.host.reshape(-1)
+                flat = flat.view(self.raw) if self.raw else flat
+                for at, offset, count in self.partition.segments(gi, slot.offset, slot.offset + slot.size):
+                    flat[offset : offset + count] = recv[at : at + count]

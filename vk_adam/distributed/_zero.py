@@ -1,0 +1,298 @@
+"""ZeRO stage 1: each rank keeps the optimizer state of its own shard of the params only.
+
+The wrapper owns the partition (``_shard``) and the collectives (``_comm``) and delegates the
+math to an ordinary :class:`vk_adam.Optimizer` over this rank's shard: one param per piece of a
+param group the shard holds, each a window of the group's whole buffer (``_optim.storage.Window``),
+so every rule, plugin, storage format and schedule works unchanged and takes exactly the update
+one process would. One step:
+
+1. every rank checks its gradients and hyperparameters; one all-reduce agrees that all did
+   (``_comm.agree``), before anything changes;
+2. reduce-scatter of the gradients (float32 sum, divided by the world size: the mean);
+3. with clipping or ``skip_nonfinite``: one all-reduce of the shard's sum of squares and its
+   count of non-finite values; the clipping factor ``min(1, max_norm / (norm + 1e-6))`` is
+   computed as the device computes it and handed to the shard's optimizer;
+4. the shard's update on this rank's Vulkan device (one dispatch per buffer set);
+5. all-gather of the updated params, which every rank writes into its own copies.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import OptimizerClosedError
+from .._optim.groups import prepare_grads, revalidate
+from .._optim.inflight import InFlight, StepHandle
+from .._optim.optimizer import Optimizer
+from .._optim.storage import Window
+from .._rules.rule import UpdateRule
+from .._runtime import DEVICE_ENV, list_devices
+from ._access import ShardAccess
+from ._comm import Communicator, agree, make_communicator
+from ._mirror import StateMirror
+from ._plan import make_plan
+from ._shard import Partition, device_for_rank
+from ._staging import ShardStaging
+from ._state import ShardedStateDict
+
+Array = npt.NDArray[Any]
+_T = TypeVar("_T")
+
+#: The phases of a step in ``last_timings``: agree (the all-reduce of every rank's checks),
+#: staging (host copies: gradients into the reduce-scatter's buffer, the mean, the shard's
+#: inputs, params out of and back from the all-gather; NCCL's CUDA copies), reduce_scatter,
+#: norm (the all-reduce of clipping and the non-finite check), update (this rank's Vulkan step),
+#: all_gather.
+_PHASES = ("agree", "staging", "reduce_scatter", "norm", "update", "all_gather")
+#: Steps of this optimizer are synchronous: their handles are done when returned.
+_NO_FLIGHT = InFlight(lambda group: None)
+
+
+class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
+    """An update rule over replicated params whose optimizer state is sharded across ranks
+    (ZeRO stage 1), in the shape of ``torch.distributed.optim.ZeroRedundancyOptimizer``.
+
+    ``params``: NumPy arrays (float32, float16 or bfloat16), or param groups, the same on every
+    rank; updated in place. ``rule``: a registered rule name or an :class:`vk_adam.UpdateRule`.
+    ``comm``: an mpi4py communicator; else ``process_group`` (a torch.distributed group; None:
+    the default group). ``device``: the Vulkan device; default ``$VK_ADAM_DEVICE``, else the
+    ``local_rank``-th hardware GPU when there are several, else the usual choice. The other
+    keywords and hyperparameters are :class:`vk_adam.Optimizer`'s. Construction is collective:
+    every rank calls it with the same arguments, and if any rank refuses them, all raise.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        rule: str | UpdateRule = "adamw",
+        *,
+        comm: Any = None,
+        process_group: Any = None,
+        device: int | str | None = None,
+        zero_grad: bool = True,
+        skip_nonfinite: bool = False,
+        clip_grad_norm: float | None = None,
+        state_dtype: str = "float32",
+        stochastic_rounding: bool = False,
+        seed: int = 0,
+        **hyper: Any,
+    ) -> None:
+        self._closed = True
+        self._inner: Optimizer | None = None
+        self._consolidated: StateMirror | None = None
+        self._last_norm = float("nan")
+        #: Seconds of the last step by phase (``_PHASES``) and in all ("total").
+        self.last_timings: dict[str, float] = {}
+        self._comm: Communicator = make_communicator(comm, process_group)
+        self.rank, self.world_size = self._comm.rank, self._comm.size
+        error: BaseException | None = None
+        plan = None
+        try:
+            plan = make_plan(
+                params,
+                rule,
+                self.world_size,
+                zero_grad=zero_grad,
+                skip_nonfinite=skip_nonfinite,
+                clip_grad_norm=clip_grad_norm,
+                state_dtype=state_dtype,
+                stochastic_rounding=stochastic_rounding,
+                seed=seed,
+                hyper=hyper,
+            )
+        except Exception as exc:
+            error = exc
+        agree(self._comm, error, "ZeroRedundancyOptimizer()")
+        assert plan is not None
+        signatures = self._comm.all_gather_object(plan.signature())
+        for r, other in enumerate(signatures):
+            if other != signatures[0]:
+                raise ValueError(
+                    f"ZeroRedundancyOptimizer(): ranks 0 and {r} passed different params or options "
+                    f"({signatures[0]} / {other}); every rank passes the same"
+                )
+        self.rule, self.defaults, self._groups = plan.rule, plan.defaults, plan.groups
+        self._formats, self._totals, self._storage = plan.formats, plan.totals, plan.storage
+        self.zeroes_grad, self.skip_nonfinite, self._max_norm = (
+            plan.zero_grad,
+            plan.skip_nonfinite,
+            plan.max_norm,
+        )
+        #: The param groups (torch's layout); a schedule may change their hyperparameters.
+        self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
+        #: Every rank's shard: ``partition.shards[rank]`` is a range of the flat param vector.
+        self.partition: Partition = plan.partition
+        dtypes = [g.param_dtype for g in self._groups]
+        self._staging = ShardStaging(self.partition, self.rank, [g.slots for g in self._groups], dtypes)
+        try:
+            self._inner = self._build_shard(device)
+        except Exception as exc:
+            error = exc
+        try:
+            agree(self._comm, error, "ZeroRedundancyOptimizer()")
+        except BaseException:
+            self.close()
+            raise
+        self._closed = False
+
+    # -- construction ------------------------------------------------------------------------
+
+    def _build_shard(self, device: int | str | None) -> Optimizer | None:
+        """This rank's optimizer: one param group per piece of a group its shard holds, each a
+        window of that group's whole buffer."""
+        staging = self._staging
+        if not staging.pieces:
+            return None  # more ranks than blocks: this one owns nothing
+        if device is None:
+            hardware = [d.index for d in list_devices() if not d.is_software]
+            local = self._comm.local_rank if self._comm.local_rank is not None else self.rank
+            device = device_for_rank(local, hardware, os.environ.get(DEVICE_ENV))
+        groups, windows = [], []
+        for piece, array in zip(staging.pieces, staging.piece_params, strict=True):
+            options = self._groups[piece.group].options
+            groups.append({**{k: options[k] for k in self.rule.defaults}, "params": [array]})
+            windows.append(Window(piece.group, piece.lo, self._totals[piece.group]))
+        staging.refresh_pieces()
+        st = self._storage
+        # fp32 params take updates exactly whatever the flag says; a shard of fp32 groups only
+        # must not pass it (the optimizer refuses stochastic rounding without 16-bit params)
+        stochastic = st.stochastic_rounding and any(a.dtype != np.float32 for a in staging.piece_params)
+        return Optimizer(
+            groups,
+            self.rule,
+            device=device,
+            zero_grad=self.zeroes_grad,
+            state_dtype=st.state_dtype,
+            stochastic_rounding=stochastic,
+            seed=st.seed,
+            _windows=windows,
+        )
+
+    # -- stepping ------------------------------------------------------------------------
+
+    def step(self, grads: Sequence[Any]) -> StepHandle:
+        """One step with this rank's own gradients (one per param, in param order, not yet
+        reduced). Collective: every rank calls it. Every rank ends with the same params: those
+        one process gets from the mean of the ranks' gradients. A bad gradient or
+        hyperparameter on any rank raises the same error on every rank, and changes nothing.
+        The handle is done; ``skipped`` says whether ``skip_nonfinite`` skipped the step."""
+        started = time.perf_counter()
+        error: BaseException | None = None
+        prepared: list[list[Any]] = []
+        try:
+            prepared = self._check_step(grads)
+        except Exception as exc:
+            error = exc
+        agree(self._comm, error, "step()", float(self._groups[0].step) if self._groups else 0.0)
+        self._consolidated = None
+        times = dict.fromkeys(_PHASES, 0.0)
+        times["agree"] = time.perf_counter() - started
+        staging, comm = self._staging, self._comm
+        self._timed(times, "staging", staging.stage_grads, prepared)
+        self._timed(times, "reduce_scatter", comm.reduce_scatter_sum, staging.grad_send, staging.grad_recv)
+        self._timed(times, "staging", staging.mean, self.world_size)
+        skipped, scale = self._timed(times, "norm", self._norm_and_check)
+        handle = StepHandle(_NO_FLIGHT, self._groups[0].step + 1)
+        handle.done, handle.skipped = True, skipped
+        if not skipped:
+            if self._inner is not None:
+                shard_grads = self._timed(times, "staging", self._shard_inputs)
+                if self._max_norm is not None:
+                    self._inner._set_grad_scale(scale)
+                self._timed(times, "update", self._inner.step, shard_grads)
+            self._timed(times, "staging", staging.fill_param_send)
+            self._timed(times, "all_gather", comm.all_gather, staging.param_send, staging.param_recv)
+            self._timed(times, "staging", staging.scatter_params)
+            for group in self._groups:
+                group.step += 1
+        times["total"] = time.perf_counter() - started
+        self.last_timings = times
+        return handle
+
+    def _check_step(self, grads: Sequence[Any]) -> list[list[Any]]:
+        """Everything ``step`` checks on this rank before the ranks agree to go on."""
+        self._check_open()
+        if grads is None:
+            raise TypeError("step() takes this rank's gradients, one per param (no device grad buffer here)")
+        prepared = prepare_grads(grads, self._groups)
+        assert prepared is not None
+        revalidate(self.rule, self._groups, self.zeroes_grad)
+        for gi, group in enumerate(self._groups):
+            values = self.rule.push_constants(group.options, group.step + 1)
+            if len(values) != group.variant.hyper_count:
+                raise ValueError(
+                    f"rule {self.rule.name!r}: push_constants() returned {len(values)} values for param "
+                    f"group {gi}; its shader declares hyper_count={group.variant.hyper_count}"
+                )
+        return prepared
+
+    def _timed(self, times: dict[str, float], key: str, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)``, its seconds added to ``times[key]``, less the communicator's own
+        host copies (NCCL's CUDA staging), which count as staging."""
+        staged, began = self._comm.staging_seconds, time.perf_counter()
+        result = call(*args)
+        staged = self._comm.staging_seconds - staged
+        times[key] += time.perf_counter() - began - staged
+        times["staging"] += staged
+        return result
+
+    def _norm_and_check(self) -> tuple[bool, float]:
+        """(skip the step?, clipping factor) from one all-reduce over every rank's shard."""
+        if self._max_norm is None and not self.skip_nonfinite:
+            return False, 1.0
+        recv = self._staging.grad_recv
+        shard = recv.astype(np.float64)
+        local = np.array([np.dot(shard, shard), np.count_nonzero(~np.isfinite(recv))], np.float64)
+        total = self._comm.all_reduce_sum(local)
+        self._last_norm = math.sqrt(total[0]) if math.isfinite(total[0]) else float("nan")
+        if self.skip_nonfinite and total[1] > 0:
+            return True, 1.0
+        if self._max_norm is None:
+            return False, 1.0
+        # as grad_clip_scale.comp computes it, in float32: min(1, max_norm / (norm + 1e-6))
+        scale = np.float32(self._max_norm) / (np.float32(self._last_norm) + np.float32(1e-6))
+        return False, float(min(np.float32(1.0), scale))
+
+    def _shard_inputs(self) -> list[Array]:
+        """The shard optimizer's inputs: this rank's params into its pieces, the hyperparameters
+        into its groups; returns the pieces' mean gradients (in the params' dtype)."""
+        assert self._inner is not None
+        self._staging.refresh_pieces()
+        for piece, options in zip(self._staging.pieces, self._inner.param_groups, strict=True):
+            options.update({k: self._groups[piece.group].options[k] for k in self.rule.defaults})
+        return self._staging.shard_grads()
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise OptimizerClosedError("this optimizer was closed; create a new one")
+
+    def close(self) -> None:
+        """Free this rank's Vulkan objects (not collective)."""
+        if self._inner is not None:
+            self._inner.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran; a closed optimizer refuses every call."""
+        return self._closed
+
+    def __enter__(self) -> ZeroRedundancyOptimizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        lo, hi = self.shard
+        name = self.rule.name
+        return f"ZeroRedundancyOptimizer({name!r}, rank {self.rank} of {self.world_size}, shard [{lo}, {hi}))"
