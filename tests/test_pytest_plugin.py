@@ -122,8 +122,11 @@ def test_off_the_plugin_sets_nothing_and_an_unmarked_session_opens_no_device(pyt
             pass
         """
     )
+    # Only this plugin: other installed plugins (a GPU machine's environment has some) may
+    # import NumPy themselves, which says nothing about ours.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess(
-        "--strict-markers", "-p", "no:cacheprovider", "-m", "not requires_gpu"
+        "-p", "vk_adam.pytest_plugin", "--strict-markers", "-p", "no:cacheprovider", "-m", "not requires_gpu"
     )
     result.assert_outcomes(passed=1, deselected=1)
 
