@@ -176,6 +176,16 @@ def bench_vk(
             batch.eval()
 
         pipe = _timeit(back_to_back, max(3, args.repeats // 5), 1)
+        # The same with the recording left out of the clock: what the barriers between steps
+        # cost on the GPU, apart from the host's recording of each step.
+        eval_only: list[float] = []
+        for _ in range(max(3, args.repeats // 5)):
+            batch.clear()
+            for _ in range(n_steps):
+                opt.record_step(batch)
+            t0 = time.perf_counter()
+            batch.eval()
+            eval_only.append(time.perf_counter() - t0)
         batch.destroy()
         issue: list[float] = []
 
@@ -199,6 +209,7 @@ def bench_vk(
             dispatches=opt.dispatches_per_step(),
             extra={
                 "async_step_ms": _median_ms(asynchronous) / n_steps,
+                "back_to_back_eval_ms": _median_ms(eval_only) / n_steps,
                 "async_issue_ms": _median_ms(issue),
             },
         )
