@@ -249,14 +249,17 @@ def float64_reference(config: dict[str, Any], lrs: list[list[float]], means: lis
     return params
 
 
-def _close(actual: np.ndarray, expected: np.ndarray, exact: bool, what: str) -> None:
+def _close(actual: np.ndarray, expected: np.ndarray, exact: bool, what: str, drift: float = 0.0) -> None:
+    """``drift``: the absolute difference a float32 param may take on top of 1e-6 of scale from
+    compressed state (below)."""
     if exact:
         assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes(), what
         return
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, what
     a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     if actual.dtype == np.float32:
-        assert scale_error(a, e) <= 1e-6, (what, scale_error(a, e))
+        scale = max(float(np.max(np.abs(e))), 1e-30)
+        assert np.max(np.abs(a - e)) <= 1e-6 * scale + drift, (what, scale_error(a, e), drift)
     else:  # 16-bit state: one rounding step of the value at most, beyond float32's noise
         scale = max(float(np.max(np.abs(e))), 1e-30)
         assert np.all(np.abs(a - e) <= np.abs(e) * 2.0**-7 + 1e-6 * scale), what
@@ -277,8 +280,15 @@ def check_job(
         for a, b in zip(_flat(other["params"]), _flat(ranks[0]["params"]), strict=True):
             assert a.tobytes() == b.tobytes()
     ref = single_process(config, world)
+    # With random gradients the mean differs from one process's in its last bit (reduction
+    # order). Stored in bf16 or 8 bits, a state value that lands on a rounding boundary then
+    # rounds one step the other way (2^-8 of it for bf16), and the param moves by up to that
+    # fraction of one update (about lr) per step. Exact means (the "exact_mean" cases) show
+    # these formats bit for bit; float32 state keeps the 1e-6 of scale bound.
+    compressed = config["options"].get("state_dtype", "float32") != "float32"
+    drift = config["steps"] * float(config["options"].get("lr", 1e-3)) * 2.0**-7 if compressed else 0.0
     for i, (a, b) in enumerate(zip(_flat(ranks[0]["params"]), _flat(ref["params"]), strict=True)):
-        _close(a, b, exact, f"param {i}")
+        _close(a, b, exact, f"param {i}", drift)
     if config.get("float64"):
         for a, b in zip(
             _flat(ranks[0]["params"]), _flat(float64_reference(config, ref["lrs"], ref["means"])), strict=True
