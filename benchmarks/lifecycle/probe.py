@@ -256,7 +256,95 @@ def object_cycles(n: int) -> None:
     dev.close()
 
 
+def _malloc_totals() -> dict[str, float]:
+    """glibc's heap over every arena (malloc_info): bytes obtained from the system, and bytes in
+    use (obtained minus free chunks, plus mmapped chunks), in MiB."""
+    import ctypes
+    import re
+    import tempfile
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    with tempfile.NamedTemporaryFile(suffix=".xml") as tmp:
+        fp = libc.fopen(tmp.name.encode(), b"w")
+        libc.malloc_info(0, fp)
+        libc.fclose(fp)
+        xml = open(tmp.name).read()
+    tail = xml[xml.rfind("</heap>") :]  # the totals over every arena follow the last heap
+
+    def total(kind: str, attr: str = "size") -> int:
+        match = re.search(rf'<(?:total|system) type="{kind}"[^>]*{attr}="(\d+)"', tail)
+        return int(match.group(1)) if match else 0
+
+    system = total("current")
+    free = total("fast") + total("rest")
+    mmapped = total("mmap")
+    return {
+        "malloc_system_mib": round(system / 2**20, 3),
+        "malloc_in_use_mib": round((system - free + mmapped) / 2**20, 3),
+        "malloc_mmap_mib": round(mmapped / 2**20, 3),
+    }
+
+
+def heap_growth(n: int) -> None:
+    """Where an optimizer cycle's memory growth lives: n cycles (build an AdamW optimizer, one
+    step, close) in 5 phases after a warm-up, each phase sampled for RSS, glibc's heap in use
+    (native allocations) and Python's own allocations (tracemalloc, when $PROBE_TRACEMALLOC is
+    set), with the Python allocation sites that grew most. $PROBE_HARD_EXIT ends the process
+    without any clean-up, so a heap profiler counts everything still alive as leaked."""
+    import gc
+    import tracemalloc
+
+    import numpy as np
+
+    import vk_adam
+
+    frames = int(os.environ.get("PROBE_TRACEMALLOC", "0"))
+    grad = [np.ones(1024, np.float32)]
+
+    def cycle() -> None:
+        opt = _optimizer(np, vk_adam, 1024)
+        opt.step(grad)
+        opt.close()
+
+    for _ in range(min(1000, n)):
+        cycle()  # warm-up: pools, caches and allocator arenas reach their working size
+    if frames:
+        tracemalloc.start(frames)
+    first = tracemalloc.take_snapshot() if frames else None
+    phase = max(1, n // 5)
+    for k in range(5):
+        t0 = time.perf_counter()
+        for _ in range(phase):
+            cycle()
+        gc.collect()
+        _emit(
+            phase=k,
+            cycles=(k + 1) * phase,
+            us_per_cycle=round((time.perf_counter() - t0) / phase * 1e6, 1),
+            python_traced_mib=round(tracemalloc.get_traced_memory()[0] / 2**20, 3) if frames else None,
+            gc_objects=len(gc.get_objects()),
+            **_malloc_totals(),
+            **_proc(),
+        )
+    if first is not None:
+        grown = tracemalloc.take_snapshot().compare_to(first, "traceback")
+        for stat in grown[:15]:
+            _emit(
+                python_site_grew_kib=round(stat.size_diff / 1024, 1),
+                count_diff=stat.count_diff,
+                traceback=[f"{f.filename}:{f.lineno}" for f in stat.traceback][-frames:],
+            )
+    if os.environ.get("PROBE_HARD_EXIT"):
+        sys.stdout.flush()
+        os._exit(0)
+
+
 PROBES = {
+    "heap-growth": heap_growth,
     "object-cycles": object_cycles,
     "manager-cycles": manager_cycles,
     "managers-alive": managers_alive,

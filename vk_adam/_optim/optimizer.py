@@ -112,7 +112,10 @@ class Optimizer(DeviceAccess):
                 self.zeroes_grad,
                 self.skip_nonfinite,
                 clip=max_norm is not None,
-                drain=self._drain,
+                # InFlight's own method, not this optimizer's: a bound method of ``self`` here
+                # would make a reference cycle, leaving every optimizer (and its kp objects) to
+                # the cyclic garbage collector instead of freeing it when the last reference goes.
+                drain=self._in_flight.drain,
                 storage=Storage(state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows)),
             )
             self._dev.max_norm = max_norm or 0.0

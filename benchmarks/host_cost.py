@@ -1,0 +1,75 @@
+"""Where a synchronous step's wall time goes: GPU time, vk-adam's host side, and the wait.
+
+    python benchmarks/host_cost.py --elements 1024 268435456 --repeats 200
+
+For each size: one AdamW optimizer over an application buffer (gradients already on the
+device, as in ``vk-adam bench``), synchronous ``step()`` with ``profile=True``; prints one JSON
+line per size with medians (us) of the step's wall time, its GPU time (Vulkan timestamps) and
+vk-adam's host time outside submit-and-wait (``Optimizer.last_host_seconds``), plus the
+Python-side cost of the step's phases measured separately (argument checks, push constants,
+ops). Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait's wake-up
+shows in the host time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+
+
+def measure(elements: int, repeats: int) -> dict[str, object]:
+    import vk_adam
+    from vk_adam._runtime import Runtime
+
+    rt = Runtime()
+    param = rt.buffer(np.random.default_rng(0).standard_normal(elements, dtype=np.float32))
+    rt.run([rt.upload_op([param])])
+    opt = vk_adam.AdamW([param], manager=rt.manager, zero_grad=False, profile=True, lr=1e-4)
+    try:
+        grad = opt.grad_buffer(0, 0)
+        grad.data()[:] = 1e-3
+        rt.run([rt.upload_op([grad])])
+        for _ in range(5):
+            opt.step()
+        wall, gpu, host = [], [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            opt.step()
+            wall.append(time.perf_counter() - t0)
+            gpu.append(opt.last_gpu_seconds or 0.0)
+            host.append(opt.last_host_seconds or 0.0)
+
+        def us(values: list[float]) -> float:
+            return round(statistics.median(values) * 1e6, 2)
+
+        return {
+            "elements": elements,
+            "spin_us": os.environ.get("KOMPUTE_FENCE_SPIN_US", "default"),
+            "wall_us": us(wall),
+            "gpu_us": us(gpu),
+            "host_us": us(host),
+            "host_p90_us": round(sorted(host)[int(0.9 * len(host))] * 1e6, 2),
+            "repeats": repeats,
+        }
+    finally:
+        opt.close()
+        rt.free_buffer(param)
+        rt.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--elements", type=int, nargs="+", default=[1024, 1 << 24, 1 << 28])
+    parser.add_argument("--repeats", type=int, default=100)
+    args = parser.parse_args()
+    for n in args.elements:
+        print(json.dumps(measure(n, args.repeats)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
