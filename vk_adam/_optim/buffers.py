@@ -45,6 +45,9 @@ class BufferSet:
     pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # ids of grad tensors whose pipelines a record_step used: never evicted
     recorded: set[int] = field(default_factory=set)
+    # The push-constant words of the next dispatch, refilled each step: kp copies them when the
+    # dispatch op is made, so one array per buffer set serves every step.
+    push: Any = None
 
 
 @dataclass

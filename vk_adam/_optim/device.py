@@ -289,12 +289,14 @@ class DeviceGroups:
                 f"{group.variant.hyper_count}; they must agree (and match the shader's "
                 "VK_ADAM_HYPER_COUNT)"
             )
-        push = np.empty(self._push_words(group.variant), np.float32)
-        push.view(np.uint32)[0] = bset.n
+        push = bset.push
+        if push is None:  # made once; n (and a zero rng key) never change
+            push = bset.push = np.zeros(self._push_words(group.variant), np.float32)
+            push.view(np.uint32)[0] = bset.n
         push[1 : 1 + len(values)] = values
-        if len(push) > 1 + len(values):  # the rng key: read only by stochastic rounding
-            stochastic = bset.format.mode == fmt.MODE_STOCHASTIC
-            push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step) if stochastic else 0
+        if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:
+            # the rng key: read only by stochastic rounding
+            push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
         return push
 
     @staticmethod

@@ -366,9 +366,10 @@ def _unchanged(options: Mapping[str, Any], validated: Mapping[str, Any] | None) 
     if validated is None or options.keys() != validated.keys():
         return False
     try:
-        return all(
-            v is validated[k] or (type(v) is type(validated[k]) and bool(v == validated[k]))
-            for k, v in options.items()
-        )
+        for k, v in options.items():  # a plain loop: this runs on every step
+            w = validated[k]
+            if v is not w and (type(v) is not type(w) or not bool(v == w)):
+                return False
+        return True
     except (TypeError, ValueError):
         return False

@@ -145,7 +145,8 @@ class Optimizer(DeviceAccess):
         """
         started = time.perf_counter()
         self._check_open()
-        check_options(None, None, wait=wait)
+        if wait is not True and wait is not False:  # the common case without a call
+            check_options(None, None, wait=wait)
         prepared = prepare_grads(grads, self._groups)
         if not wait and self.skip_nonfinite:
             raise ValueError(
