@@ -5,10 +5,10 @@
 For each size: one AdamW optimizer over an application buffer (gradients already on the
 device, as in ``vk-adam bench``), synchronous ``step()`` with ``profile=True``; prints one JSON
 line per size with medians (us) of the step's wall time, its GPU time (Vulkan timestamps) and
-vk-adam's host time outside submit-and-wait (``Optimizer.last_host_seconds``), plus the
-Python-side cost of the step's phases measured separately (argument checks, push constants,
-ops). Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait's wake-up
-shows in the host time.
+vk-adam's host time outside submit-and-wait (``Optimizer.last_host_seconds``), split into the
+part before the runtime's record-submit-wait (argument checks, push constants, ops) and after
+it. Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait shows in the
+host time.
 """
 
 from __future__ import annotations
@@ -36,13 +36,28 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
         rt.run([rt.upload_op([grad])])
         for _ in range(5):
             opt.step()
-        wall, gpu, host = [], [], []
+        wall, gpu, host, before, after = [], [], [], [], []
+        run = opt._rt.run
+        marks: list[float] = []
+
+        def timed_run(*args: object, **kwargs: object) -> object:
+            marks.append(time.perf_counter())
+            try:
+                return run(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                marks.append(time.perf_counter())
+
+        opt._rt.run = timed_run  # type: ignore[method-assign]
         for _ in range(repeats):
+            marks.clear()
             t0 = time.perf_counter()
             opt.step()
-            wall.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            wall.append(t1 - t0)
             gpu.append(opt.last_gpu_seconds or 0.0)
             host.append(opt.last_host_seconds or 0.0)
+            before.append(marks[0] - t0)  # checks, push constants, ops
+            after.append(t1 - marks[1])  # the handle, step counts
 
         def us(values: list[float]) -> float:
             return round(statistics.median(values) * 1e6, 2)
@@ -54,6 +69,8 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             "gpu_us": us(gpu),
             "host_us": us(host),
             "host_p90_us": round(sorted(host)[int(0.9 * len(host))] * 1e6, 2),
+            "before_run_us": us(before),
+            "after_run_us": us(after),
             "repeats": repeats,
         }
     finally:
