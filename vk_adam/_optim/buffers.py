@@ -47,7 +47,7 @@ class BufferSet:
     recorded: set[int] = field(default_factory=set)
     # The push-constant words of the next dispatch, refilled each step: kp copies them when the
     # dispatch op is made, so one array per buffer set serves every step.
-    push: Any = None
+    push: F32 | None = None
 
 
 @dataclass

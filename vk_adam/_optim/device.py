@@ -289,10 +289,10 @@ class DeviceGroups:
                 f"{group.variant.hyper_count}; they must agree (and match the shader's "
                 "VK_ADAM_HYPER_COUNT)"
             )
-        push = bset.push
-        if push is None:  # made once; n (and a zero rng key) never change
-            push = bset.push = np.zeros(self._push_words(group.variant), np.float32)
-            push.view(np.uint32)[0] = bset.n
+        if bset.push is None:  # made once; n (and a zero rng key) never change
+            bset.push = np.zeros(self._push_words(group.variant), np.float32)
+            bset.push.view(np.uint32)[0] = bset.n
+        push: F32 = bset.push
         push[1 : 1 + len(values)] = values
         if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:
             # the rng key: read only by stochastic rounding
