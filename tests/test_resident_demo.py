@@ -31,7 +31,7 @@ def test_submissions_end_on_checkpoints():
     assert submissions(20, 30, 25, 0) == [(20, 25), (25, 30)]
 
 
-def _trainer(example, kp_manager, rng, cfg, rows=None):
+def _trainer(example, kp_manager, rng, cfg, rows=None, threads=256):
     """A trainer on random weights (B not zero, so every gradient path carries signal) and
     random inputs, with its adapter, model and data."""
     adapter = LoRAAdapter.create(
@@ -44,49 +44,57 @@ def _trainer(example, kp_manager, rng, cfg, rows=None):
     x[...] = rng.standard_normal(x.shape)
     opt = adapter.optimizer("adamw", manager=kp_manager)
     base = {p: w.astype(np.float32) for p, w in model.base.items()}
-    trainer = example.ResidentTrainer(kp_manager, adapter, opt, model.blocks, base, x, y, rows_per_group=rows)
+    trainer = example.ResidentTrainer(
+        kp_manager, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
+    )
     return trainer, opt, adapter, model, x, y
 
 
 # Shapes the fused shaders must get right: dims that are not multiples of anything, below and
-# above the 256-thread workgroup (elements looped over), ranks other than 8, one module per block
-# (a module both first and last), three per block, one layer, and rows per workgroup that do
-# not divide the batch, exceed it, or are the CPU or GPU default (None).
+# above the workgroup's thread count (elements looped over; no split of the dot products),
+# ranks other than 8, one module per block (a module both first and last), three per block, one
+# layer, rows per workgroup that do not divide the batch, exceed it, or are the device's
+# default (None), and workgroups of 64 to 1024 threads.
 SHAPES = [
     pytest.param(
         DemoConfig(layers=2, dim=40, rank=4, steps=3, batch=20, targets=("q_proj", "k_proj", "v_proj")),
         None,
+        256,
         id="qkv-d40-r4",
     ),
     pytest.param(
         DemoConfig(layers=1, dim=24, rank=3, steps=3, batch=7, targets=("q_proj",)),
         3,
-        id="1layer-1module-rows3",
+        1024,
+        id="1layer-1module-rows3-t1024",
     ),
     pytest.param(
         DemoConfig(layers=3, dim=300, rank=8, steps=3, batch=5, targets=("q_proj", "v_proj")),
         2,
-        id="d300-rows2",
+        64,
+        id="d300-rows2-t64",
     ),
     pytest.param(
         DemoConfig(layers=2, dim=64, rank=16, steps=3, batch=12, targets=("q_proj", "v_proj")),
         1,
-        id="r16-rows1",
+        128,
+        id="r16-rows1-t128",
     ),
     pytest.param(
         DemoConfig(layers=1, dim=17, rank=1, steps=3, batch=6, targets=("q_proj", "v_proj")),
         8,
+        256,
         id="r1-rows-past-batch",
     ),
 ]
 
 
-@pytest.mark.parametrize(("cfg", "rows"), SHAPES)
-def test_shaders_match_numpy_float64(rng, kp_manager, cfg, rows):
+@pytest.mark.parametrize(("cfg", "rows", "threads"), SHAPES)
+def test_shaders_match_numpy_float64(rng, kp_manager, cfg, rows, threads):
     """Forward, loss and backward of the example's shaders against the float64 NumPy model, on
     random weights and inputs."""
     example = load_example()
-    trainer, opt, adapter, model, x, y = _trainer(example, kp_manager, rng, cfg, rows)
+    trainer, opt, adapter, model, x, y = _trainer(example, kp_manager, rng, cfg, rows, threads)
     with opt:
         try:
             grads = trainer.gradients_for(1)
@@ -142,7 +150,7 @@ def test_repeated_runs_are_bit_identical(rng, kp_manager):
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
-def test_shapes_past_the_shared_memory_are_refused(kp_manager):
+def test_shapes_past_the_shared_memory_or_the_workgroup_limit_are_refused(kp_manager):
     example = load_example()
     adapter = LoRAAdapter.create(layers=1, in_features=1200, rank=8)
     x = np.zeros((1, 2, 1200), np.float32)
@@ -151,6 +159,9 @@ def test_shapes_past_the_shared_memory_are_refused(kp_manager):
     with adapter.optimizer("adamw", manager=kp_manager) as opt:
         with pytest.raises(ValueError, match="shared memory"):
             example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, rows_per_group=1)
+        for threads in (96, 1 << 20):  # not a power of two; past the device's limit
+            with pytest.raises(ValueError, match="row_threads"):
+                example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, row_threads=threads)
 
 
 @pytest.fixture(scope="module")

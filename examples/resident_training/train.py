@@ -88,12 +88,12 @@ def shared_floats(dim: int, rank: int, rows: int, threads: int = ROW_THREADS) ->
     return rows * (3 * dim + rank) + max(rows * (split_d * dim + split_r * rank), threads)
 
 
-def default_rows(manager: Any, dim: int, rank: int) -> int:
+def default_rows(manager: Any, dim: int, rank: int, threads: int = ROW_THREADS) -> int:
     """Rows per workgroup for this device: ``ROWS_CPU`` on a CPU driver, else ``ROWS_GPU``;
     fewer if the shared memory would not hold them."""
     cpu = int(manager.get_device_properties().get("device_type", -1)) == DEVICE_TYPE_CPU
     rows = ROWS_CPU if cpu else ROWS_GPU
-    while rows > 1 and shared_floats(dim, rank, rows) > SHARED_FLOATS:
+    while rows > 1 and shared_floats(dim, rank, rows, threads) > SHARED_FLOATS:
         rows //= 2
     return rows
 
@@ -130,16 +130,21 @@ class ResidentTrainer:
         y: np.ndarray,
         *,
         rows_per_group: int | None = None,
+        row_threads: int = ROW_THREADS,
     ) -> None:
         """``rows_per_group``: batch rows per workgroup of forward_backward.comp (default:
-        ``default_rows``). It sets the summation order of the loss, so runs compare bit for bit
-        only at the same value."""
+        ``default_rows``); ``row_threads``: its workgroup size (a power of two the device allows).
+        Both set summation orders, so runs compare bit for bit only at the same values."""
         self.mgr, self.adapter, self.opt = manager, adapter, optimizer
         self.blocks = [list(b) for b in blocks]
         self.steps, self.batch, self.dim = x.shape
         self.rank, self.scale = adapter.rank, float(adapter.scale)
-        self.rows = rows_per_group or default_rows(manager, self.dim, self.rank)
-        need = shared_floats(self.dim, self.rank, self.rows)
+        limit = int(manager.get_device_properties()["max_work_group_invocations"])
+        if row_threads < 1 or row_threads & (row_threads - 1) or row_threads > limit:
+            raise ValueError(f"row_threads must be a power of two up to {limit} (got {row_threads})")
+        self.threads = row_threads
+        self.rows = rows_per_group or default_rows(manager, self.dim, self.rank, row_threads)
+        need = shared_floats(self.dim, self.rank, self.rows, row_threads)
         if self.rows < 1 or need > SHARED_FLOATS:
             raise ValueError(
                 f"dim {self.dim}, rank {self.rank}, {self.rows} rows per workgroup: needs {need} floats "
@@ -169,7 +174,7 @@ class ResidentTrainer:
             [self.frozen, self.xs, self.ys, self.params, self.table, self.saved],
             load_spirv("forward_backward"),
             [-(-self.batch // self.rows), 1, 1],  # rows_per_group rows of the batch each
-            words(ROW_THREADS, *shape, *splits(self.dim, self.rank)),
+            words(row_threads, *shape, *splits(self.dim, self.rank, row_threads)),
             words(0, 0.0, 0.0),
         )
         grad_elements = len(modules) * 2 * self.dim * self.rank
