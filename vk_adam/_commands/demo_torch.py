@@ -107,7 +107,7 @@ def torch_graph_trainer(cfg: DemoConfig, dev: str, *, warmup: int = 3) -> Callab
             return step()
 
         return eager
-    side = torch.cuda.Stream()
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(warmup):
