@@ -185,6 +185,9 @@ class ResidentTrainer:
             words(GRAD_THREADS, *shape),
             words(0, 0.0),
         )
+        # The barriers after each dispatch (see gradient_ops): the same every step, built once.
+        self.after_forward_backward = self._barrier([self.saved])
+        self.after_weight_grads = self._barrier([self.saved, self.losses])
         self.seq = manager.sequence()
         # The data set and the frozen weights: uploaded once.
         self.seq.eval(
@@ -207,13 +210,13 @@ class ResidentTrainer:
         return [
             kp.OpAlgoDispatch(self.forward_backward, words(step, self.scale, 2.0 / n)),
             # weight_grads.comp reads what forward_backward.comp saved.
-            self._barrier([self.saved]),
+            self.after_forward_backward,
             kp.OpAlgoDispatch(self.weight_grads, words(step, self.scale)),
             # The next step's forward_backward.comp overwrites `saved` (read just now: the
             # barrier orders it after those reads) and its weight_grads.comp writes `losses`
             # again (a write after this write: the barrier makes this one available first).
             # The gradients need none here: record_step's first barrier covers its buffers.
-            self._barrier([self.saved, self.losses]),
+            self.after_weight_grads,
         ]
 
     def record_step(self, step: int) -> None:
