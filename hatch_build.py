@@ -35,6 +35,7 @@ class ShaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             for path in (
                 sorted(example.glob("train.py"))
                 + sorted(example.glob("shaders/*.comp"))
+                + sorted(example.glob("shaders/*.glsl"))
                 + sorted(example.glob("spirv/*.spv"))
             ):
                 include[str(path)] = f"vk_adam/_examples/resident_training/{path.relative_to(example)}"

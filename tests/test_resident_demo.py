@@ -31,11 +31,9 @@ def test_submissions_end_on_checkpoints():
     assert submissions(20, 30, 25, 0) == [(20, 25), (25, 30)]
 
 
-def test_shaders_match_numpy_float64(rng, kp_manager):
-    """Forward, loss and backward of the example's shaders against the float64 NumPy model, on
-    random weights (B not zero) and shapes that are not multiples of the 16-wide tiles."""
-    example = load_example()
-    cfg = DemoConfig(layers=2, dim=40, rank=4, steps=3, batch=20, targets=("q_proj", "k_proj", "v_proj"))
+def _trainer(example, kp_manager, rng, cfg, rows=None, threads=256):
+    """A trainer on random weights (B not zero, so every gradient path carries signal) and
+    random inputs, with its adapter, model and data."""
     adapter = LoRAAdapter.create(
         layers=cfg.layers, in_features=cfg.dim, rank=cfg.rank, target_modules=cfg.targets, rng=rng
     )
@@ -45,9 +43,59 @@ def test_shaders_match_numpy_float64(rng, kp_manager):
     x, y = make_dataset(cfg, model)
     x[...] = rng.standard_normal(x.shape)
     opt = adapter.optimizer("adamw", manager=kp_manager)
+    base = {p: w.astype(np.float32) for p, w in model.base.items()}
+    trainer = example.ResidentTrainer(
+        kp_manager, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
+    )
+    return trainer, opt, adapter, model, x, y
+
+
+# Shapes the fused shaders must get right: dims that are not multiples of anything, below and
+# above the workgroup's thread count (elements looped over; no split of the dot products),
+# ranks other than 8, one module per block (a module both first and last), three per block, one
+# layer, rows per workgroup that do not divide the batch, exceed it, or are the device's
+# default (None), and workgroups of 64 to 1024 threads.
+SHAPES = [
+    pytest.param(
+        DemoConfig(layers=2, dim=40, rank=4, steps=3, batch=20, targets=("q_proj", "k_proj", "v_proj")),
+        None,
+        256,
+        id="qkv-d40-r4",
+    ),
+    pytest.param(
+        DemoConfig(layers=1, dim=24, rank=3, steps=3, batch=7, targets=("q_proj",)),
+        3,
+        1024,
+        id="1layer-1module-rows3-t1024",
+    ),
+    pytest.param(
+        DemoConfig(layers=3, dim=300, rank=8, steps=3, batch=5, targets=("q_proj", "v_proj")),
+        2,
+        64,
+        id="d300-rows2-t64",
+    ),
+    pytest.param(
+        DemoConfig(layers=2, dim=64, rank=16, steps=3, batch=12, targets=("q_proj", "v_proj")),
+        1,
+        128,
+        id="r16-rows1-t128",
+    ),
+    pytest.param(
+        DemoConfig(layers=1, dim=17, rank=1, steps=3, batch=6, targets=("q_proj", "v_proj")),
+        8,
+        256,
+        id="r1-rows-past-batch",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cfg", "rows", "threads"), SHAPES)
+def test_shaders_match_numpy_float64(rng, kp_manager, cfg, rows, threads):
+    """Forward, loss and backward of the example's shaders against the float64 NumPy model, on
+    random weights and inputs."""
+    example = load_example()
+    trainer, opt, adapter, model, x, y = _trainer(example, kp_manager, rng, cfg, rows, threads)
     with opt:
-        base = {p: w.astype(np.float32) for p, w in model.base.items()}
-        trainer = example.ResidentTrainer(kp_manager, adapter, opt, model.blocks, base, x, y)
         try:
             grads = trainer.gradients_for(1)
             loss = float(trainer.losses.data()[1])
@@ -64,7 +112,56 @@ def test_shaders_match_numpy_float64(rng, kp_manager):
 
     want = loss_and_grads(model, view(params), view(ref), adapter.scale, (x[1], y[1]), np.float64)
     assert loss == pytest.approx(want, rel=1e-5)
-    assert np.max(np.abs(grads - ref)) <= 1e-5 * np.max(np.abs(ref))
+    for m in adapter.modules:  # every module's A and B: none left unwritten or misplaced
+        for which in ("A", "B"):
+            got, exp = view(grads)(m.path, which), view(ref)(m.path, which)
+            assert np.max(np.abs(got - exp)) <= 1e-5 * np.max(np.abs(ref)), (m.path, which)
+
+
+def test_a_step_is_two_dispatches_and_two_barriers(rng, kp_manager):
+    """The application's part of a step is two dispatches, whatever the depth of the network."""
+    example = load_example()
+    for layers in (1, 6):
+        cfg = DemoConfig(layers=layers, dim=16, rank=2, steps=2, batch=4)
+        trainer, opt, *_ = _trainer(example, kp_manager, rng, cfg)
+        with opt:
+            kinds = [type(op).__name__ for op in trainer.gradient_ops(0)]
+            trainer.destroy()
+        assert kinds == ["OpAlgoDispatch", "OpMemoryBarrier"] * 2
+
+
+def test_repeated_runs_are_bit_identical(rng, kp_manager):
+    """Two trainers from the same start give the same losses and adapter bit for bit (fixed
+    summation order everywhere), and a run split over submissions equals one submission."""
+    example = load_example()
+    cfg = DemoConfig(layers=2, dim=24, rank=4, steps=6, batch=10)
+    seed = int(rng.integers(2**31))
+    results = []
+    for bounds in ([(0, 6)], [(0, 2), (2, 5), (5, 6)]):
+        trainer, opt, adapter, *_ = _trainer(example, kp_manager, np.random.default_rng(seed), cfg, rows=3)
+        with opt:
+            losses = np.concatenate([trainer.run(a, b) for a, b in bounds])
+            adapter.pull_params()
+            trainer.destroy()
+        adapter.device_params = None
+        results.append((losses, adapter.flat_params.copy()))
+    assert np.all(np.isfinite(results[0][0])) and results[0][0][-1] != results[0][0][0]
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_shapes_past_the_shared_memory_or_the_workgroup_limit_are_refused(kp_manager):
+    example = load_example()
+    adapter = LoRAAdapter.create(layers=1, in_features=1200, rank=8)
+    x = np.zeros((1, 2, 1200), np.float32)
+    base = {m.path: np.zeros((1200, 1200), np.float32) for m in adapter.modules}
+    blocks = [[m.path for m in adapter.modules]]
+    with adapter.optimizer("adamw", manager=kp_manager) as opt:
+        with pytest.raises(ValueError, match="shared memory"):
+            example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, rows_per_group=1)
+        for threads in (96, 1 << 20):  # not a power of two; past the device's limit
+            with pytest.raises(ValueError, match="row_threads"):
+                example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, row_threads=threads)
 
 
 @pytest.fixture(scope="module")

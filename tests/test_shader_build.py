@@ -103,7 +103,14 @@ def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
         # The resident demo's application rides along, compiled, so `vk-adam demo` runs from it.
         example = {n for n in names if n.startswith("vk_adam/_examples/resident_training/")}
     assert spv == {s.stem for s in SOURCES}
-    assert {Path(n).name for n in example} >= {"train.py", "matmul.spv", "mse_loss.spv", "matmul.comp"}
+    assert {Path(n).name for n in example} >= {
+        "train.py",
+        "forward_backward.comp",
+        "weight_grads.comp",
+        "saved.glsl",
+        "forward_backward.spv",
+        "weight_grads.spv",
+    }
     assert not any(
         n.endswith(".spv") and not n.startswith(("vk_adam/_spirv/", "vk_adam/_examples/")) for n in names
     )

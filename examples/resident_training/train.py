@@ -1,7 +1,7 @@
 """A GPU-resident LoRA fine-tune: forward, loss, backward and the optimizer step all on Vulkan.
 
 An application's view of vk-adam (copy this folder to start your own). The application owns
-the ``kp.Manager``, its data and activations (one workspace buffer) and its shaders
+the ``kp.Manager``, its data, frozen weights and saved activations (kp tensors) and its shaders
 (``shaders/*.comp``, compiled to ``spirv/`` by the build: ``python build_shaders.py``); vk-adam
 owns the LoRA weights, their gradients and the optimizer state, in its flat buffers:
 
@@ -14,11 +14,19 @@ the data set once and reads back only the loss (once per submission) and, at the
 
 The model: residual blocks ``h + lin_n(relu(... relu(lin_1(h))))`` of frozen square linear maps
 ``W [out, in]``, each with LoRA: ``lin(z) = z W^T + s (z A^T) B^T``. Loss: mean squared error.
-Every matmul is one dispatch of ``matmul.comp``; the loss and its gradient one of ``mse_loss.comp``.
+A step is two dispatches of the application's shaders, whatever the depth of the network:
+
+1. ``forward_backward.comp``, one workgroup per row of the batch: the forward pass, the loss and
+   the backward pass through the activations (all row-wise), saving what the LoRA gradients need;
+2. ``weight_grads.comp``, one thread per LoRA gradient element: the sums over the batch, written
+   into the optimizer's gradient buffer, and the step's loss;
+
+with a memory barrier after each, then ``opt.record_step(seq)`` (clipping and AdamW).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +36,20 @@ import kp
 import numpy as np
 
 SPIRV_DIR = Path(__file__).resolve().parent / "spirv"
-TILE = 16  # matmul.comp's tile (its local size)
-GRID = 32  # matmul workgroups: they stride over the output tiles, so one pipeline fits every shape
-WS, PRM, GRD = 0, 1, 2  # matmul.comp's buffers: workspace, LoRA params, LoRA grads
+#: forward_backward.comp's workgroup size: the threads that carry its rows of the batch through
+#: the whole network (a power of two: the loss's tree reduction halves it).
+ROW_THREADS = 256
+#: Batch rows per workgroup of forward_backward.comp: every weight a thread loads serves that
+#: many rows. A GPU wants many workgroups in flight (the batch spread over its multiprocessors);
+#: a CPU driver such as lavapipe runs a few workgroups at a time and pays for every load.
+ROWS_GPU, ROWS_CPU = 1, 8
+#: weight_grads.comp's workgroup size (one thread per gradient element).
+GRAD_THREADS = 256
+#: Shared memory forward_backward.comp may use, in floats: 16 KiB, the least any Vulkan device
+#: offers (maxComputeSharedMemorySize); with one row per workgroup, dims up to about 900 fit.
+SHARED_FLOATS = 4096
+#: VkPhysicalDeviceType of a CPU implementation (lavapipe, SwiftShader).
+DEVICE_TYPE_CPU = 4
 
 
 def load_spirv(name: str) -> bytes:
@@ -43,81 +62,62 @@ def load_spirv(name: str) -> bytes:
     return path.read_bytes()
 
 
-def push(*values: int | float) -> np.ndarray:
-    """Push constants as kp takes them (float32), ints carried as their bit patterns."""
-    words = np.zeros(len(values), np.uint32)
+def words(*values: int | float) -> np.ndarray:
+    """Push or specialization constants as kp takes them (float32), ints as their bit patterns."""
+    out = np.zeros(len(values), np.uint32)
     for i, v in enumerate(values):
         if isinstance(v, float):
-            words.view(np.float32)[i] = v
+            out.view(np.float32)[i] = v
         else:
-            words[i] = v
-    return words.view(np.float32)
+            out[i] = v
+    return out.view(np.float32)
+
+
+def splits(dim: int, rank: int, threads: int = ROW_THREADS) -> tuple[int, int]:
+    """How many partial sums forward_backward.comp splits each dot product into: a DIM-output
+    product (``z W^T``, ``dy W``) fills the workgroup; a RANK-output one (``z A^T``, ``dy B``)
+    takes about sqrt(dim) chunks of about sqrt(dim), the shortest chain of chunk-then-combine."""
+    split_d = max(1, min(threads // dim, dim))
+    split_r = max(1, min(threads // rank, math.isqrt(dim)))
+    return split_d, split_r
+
+
+def shared_floats(dim: int, rank: int, rows: int, threads: int = ROW_THREADS) -> int:
+    """Shared memory forward_backward.comp declares, in floats (its ``vec``, ``lowrank``, ``part``)."""
+    split_d, split_r = splits(dim, rank, threads)
+    return rows * (3 * dim + rank) + max(rows * (split_d * dim + split_r * rank), threads)
+
+
+def default_rows(manager: Any, dim: int, rank: int, threads: int = ROW_THREADS) -> int:
+    """Rows per workgroup for this device: ``ROWS_CPU`` on a CPU driver, else ``ROWS_GPU``;
+    fewer if the shared memory would not hold them."""
+    cpu = int(manager.get_device_properties().get("device_type", -1)) == DEVICE_TYPE_CPU
+    rows = ROWS_CPU if cpu else ROWS_GPU
+    while rows > 1 and shared_floats(dim, rank, rows, threads) > SHARED_FLOATS:
+        rows //= 2
+    return rows
 
 
 @dataclass(frozen=True)
-class Operand:
-    """A matrix read through strides: element (i, k) at ``buf[off + i * rs + k * cs]``."""
+class SavedLayout:
+    """The "saved" buffer (shaders/saved.glsl): what the forward/backward pass leaves for the
+    weight-gradient pass, per module and batch row: input z, output gradient dy, t and dt, and
+    one loss partial per workgroup (at most one per row)."""
 
-    buf: int
-    off: int
-    rs: int
-    cs: int
+    modules: int
+    batch: int
+    dim: int
+    rank: int
 
-
-def matmul(
-    m: int,
-    n: int,
-    k: int,
-    a: Operand,
-    b: Operand,
-    c: tuple[int, int],
-    *,
-    alpha: float = 1.0,
-    beta: float = 0.0,
-    d_off: int = 0,
-    mode: int = 0,
-    mask_off: int = 0,
-) -> np.ndarray:
-    """Push constants of ``C = epilogue(alpha A B + beta D)`` (see matmul.comp); C row-major."""
-    tiles_n = (n + TILE - 1) // TILE
-    return push(
-        m,
-        n,
-        k,
-        a.buf,
-        a.off,
-        a.rs,
-        a.cs,
-        b.buf,
-        b.off,
-        b.rs,
-        b.cs,
-        c[0],
-        c[1],
-        n,
-        d_off,
-        mode,
-        mask_off,
-        tiles_n,
-        float(alpha),
-        float(beta),
-    )
-
-
-class Workspace:
-    """Offsets of the application's arrays inside one flat float32 device buffer."""
-
-    def __init__(self) -> None:
-        self.size = 0
-
-    def alloc(self, *shape: int) -> int:
-        offset = self.size
-        self.size += int(np.prod(shape))
-        return offset
+    @property
+    def size(self) -> int:
+        m, b = self.modules, self.batch
+        return 2 * m * b * self.dim + 2 * m * b * self.rank + b
 
 
 class ResidentTrainer:
-    """Records whole training steps (forward, loss, backward, update) into kp sequences."""
+    """Records whole training steps (forward, loss, backward, update) into kp sequences: two
+    dispatches of the application's shaders per step, then the optimizer's ``record_step``."""
 
     def __init__(
         self,
@@ -128,181 +128,104 @@ class ResidentTrainer:
         base: dict[str, np.ndarray],
         x: np.ndarray,
         y: np.ndarray,
+        *,
+        rows_per_group: int | None = None,
+        row_threads: int = ROW_THREADS,
     ) -> None:
+        """``rows_per_group``: batch rows per workgroup of forward_backward.comp (default:
+        ``default_rows``); ``row_threads``: its workgroup size (a power of two the device allows).
+        Both set summation orders, so runs compare bit for bit only at the same values."""
         self.mgr, self.adapter, self.opt = manager, adapter, optimizer
         self.blocks = [list(b) for b in blocks]
         self.steps, self.batch, self.dim = x.shape
         self.rank, self.scale = adapter.rank, float(adapter.scale)
-        keys = adapter.slices()  # PEFT key -> (offset, shape) in the flat buffers
-        self.lora = {
-            (path, which): next(
-                off for key, (off, _) in keys.items() if key.endswith(f"{path}.lora_{which}.weight")
+        limit = int(manager.get_device_properties()["max_work_group_invocations"])
+        if row_threads < 1 or row_threads & (row_threads - 1) or row_threads > limit:
+            raise ValueError(f"row_threads must be a power of two up to {limit} (got {row_threads})")
+        self.threads = row_threads
+        self.rows = rows_per_group or default_rows(manager, self.dim, self.rank, row_threads)
+        need = shared_floats(self.dim, self.rank, self.rows, row_threads)
+        if self.rows < 1 or need > SHARED_FLOATS:
+            raise ValueError(
+                f"dim {self.dim}, rank {self.rank}, {self.rows} rows per workgroup: needs {need} floats "
+                f"of shared memory per workgroup; this example keeps to {SHARED_FLOATS} (16 KiB)"
             )
-            for block in self.blocks
-            for path in block
-            for which in ("A", "B")
-        }
-        ws = Workspace()
-        bd, br = (self.batch, self.dim), (self.batch, self.rank)
-        self.w = {path: ws.alloc(self.dim, self.dim) for block in self.blocks for path in block}
-        self.x_off, self.y_off = ws.alloc(*x.shape), ws.alloc(*y.shape)
-        self.h = [ws.alloc(*bd) for _ in self.blocks]  # h[l + 1]: output of block l (h[0] is x)
-        self.z = [[ws.alloc(*bd) for _ in b[1:]] for b in self.blocks]  # inputs of a block's 2nd.. module
-        self.t = [[ws.alloc(*br) for _ in b] for b in self.blocks]  # z A^T of every module
-        self.g = [ws.alloc(*bd) for _ in range(3)]  # backward scratch: gradients w.r.t. activations
-        self.dt = ws.alloc(*br)
-        host = np.zeros(ws.size, np.float32)
-        for path, off in self.w.items():
-            host[off : off + self.dim * self.dim] = base[path].reshape(-1)
-        host[self.x_off : self.x_off + x.size] = x.reshape(-1)
-        host[self.y_off : self.y_off + y.size] = y.reshape(-1)
-        self.ws = manager.tensor(host)
+        keys = adapter.slices()  # PEFT key -> (offset, shape) in the flat buffers
+
+        def lora(path: str, which: str) -> int:
+            return next(off for key, (off, _) in keys.items() if key.endswith(f"{path}.lora_{which}.weight"))
+
+        # The module table (saved.glsl): where each module's A and B live, and its place in its block.
+        modules = [(path, i == 0, i == len(b) - 1) for b in self.blocks for i, path in enumerate(b)]
+        table = np.zeros((len(modules), 4), np.uint32)
+        frozen = np.zeros((len(modules), 2, self.dim, self.dim), np.float32)
+        for m, (path, first, last) in enumerate(modules):
+            table[m, :3] = lora(path, "A"), lora(path, "B"), int(first) | (int(last) << 1)
+            frozen[m] = base[path].T, base[path]  # W^T for the forward pass, W for the backward
+        self.layout = SavedLayout(len(modules), self.batch, self.dim, self.rank)
+        self.frozen, self.table = manager.tensor(frozen.reshape(-1)), manager.tensor_t(table.reshape(-1))
+        self.xs = manager.tensor(np.ascontiguousarray(x, np.float32).reshape(-1))
+        self.ys = manager.tensor(np.ascontiguousarray(y, np.float32).reshape(-1))
+        self.saved = manager.tensor(np.zeros(self.layout.size, np.float32))
         self.losses = manager.tensor(np.zeros(self.steps, np.float32))
         self.params, self.grads = optimizer.param_buffer(), optimizer.grad_buffer()
-        self.matmul_algo = manager.algorithm(
-            [self.ws, self.params, self.grads],
-            load_spirv("matmul"),
-            [GRID, 1, 1],
-            np.zeros(0, np.float32),
-            matmul(1, 1, 1, Operand(0, 0, 0, 0), Operand(0, 0, 0, 0), (0, 0)),
+        shape = (self.dim, self.rank, self.batch, len(modules), self.rows)  # saved.glsl's ids 1..5
+        self.forward_backward = manager.algorithm(
+            [self.frozen, self.xs, self.ys, self.params, self.table, self.saved],
+            load_spirv("forward_backward"),
+            [-(-self.batch // self.rows), 1, 1],  # rows_per_group rows of the batch each
+            words(row_threads, *shape, *splits(self.dim, self.rank, row_threads)),
+            words(0, 0.0, 0.0),
         )
-        self.loss_algo = manager.algorithm(
-            [self.ws, self.losses],
-            load_spirv("mse_loss"),
-            [1, 1, 1],
-            np.zeros(0, np.float32),
-            push(0, 0, 0, 0, 0, 0.0),
+        grad_elements = len(modules) * 2 * self.dim * self.rank
+        self.weight_grads = manager.algorithm(
+            [self.saved, self.table, self.grads, self.losses],
+            load_spirv("weight_grads"),
+            [-(-grad_elements // GRAD_THREADS), 1, 1],  # one thread per gradient element
+            words(GRAD_THREADS, *shape),
+            words(0, 0.0),
         )
+        # The barriers after each dispatch (see gradient_ops): the same every step, built once.
+        self.after_forward_backward = self._barrier([self.saved])
+        self.after_weight_grads = self._barrier([self.saved, self.losses])
         self.seq = manager.sequence()
-        self.seq.eval(kp.OpTensorSyncDevice([self.ws, self.losses]))  # the data set: uploaded once
+        # The data set and the frozen weights: uploaded once.
+        self.seq.eval(
+            kp.OpTensorSyncDevice([self.frozen, self.table, self.xs, self.ys, self.saved, self.losses])
+        )
 
     # -- one training step, as dispatches -----------------------------------------------------
 
     def _barrier(self, tensors: list[Any]) -> Any:
-        """Every dispatch reads what the previous one wrote: compute -> compute, all buffers."""
+        """Later compute reads and writes of ``tensors`` wait for earlier compute writes to them."""
         a, s = kp.AccessFlagBits, kp.PipelineStageFlagBits
         return kp.OpMemoryBarrier(
             tensors, a.shader_write, a.shader_read | a.shader_write, s.compute_shader, s.compute_shader
         )
 
-    def _mm(self, pc: np.ndarray) -> list[Any]:
-        return [kp.OpAlgoDispatch(self.matmul_algo, pc), self._barrier([self.ws, self.params, self.grads])]
-
-    def forward_ops(self, step: int) -> list[Any]:
-        b, d, r, s = self.batch, self.dim, self.rank, self.scale
-        ops: list[Any] = []
-        h_in = self.x_off + step * b * d
-        for layer, block in enumerate(self.blocks):
-            z = h_in
-            for i, path in enumerate(block):
-                last = i == len(block) - 1
-                out = self.h[layer] if last else self.z[layer][i]
-                a_off, b_off = self.lora[(path, "A")], self.lora[(path, "B")]
-                t = self.t[layer][i]
-                # t = z A^T                                                [batch, rank]
-                ops += self._mm(matmul(b, r, d, Operand(WS, z, d, 1), Operand(PRM, a_off, 1, d), (WS, t)))
-                # out = z W^T (+ h_in on the block's last module: the residual)
-                ops += self._mm(
-                    matmul(
-                        b,
-                        d,
-                        d,
-                        Operand(WS, z, d, 1),
-                        Operand(WS, self.w[path], 1, d),
-                        (WS, out),
-                        beta=1.0 if last else 0.0,
-                        d_off=h_in,
-                    )
-                )
-                # out += s t B^T, then ReLU between modules
-                ops += self._mm(
-                    matmul(
-                        b,
-                        d,
-                        r,
-                        Operand(WS, t, r, 1),
-                        Operand(PRM, b_off, 1, r),
-                        (WS, out),
-                        alpha=s,
-                        beta=1.0,
-                        d_off=out,
-                        mode=0 if last else 1,
-                    )
-                )
-                z = out
-            h_in = self.h[layer]
-        return ops
-
-    def loss_ops(self, step: int) -> list[Any]:
+    def gradient_ops(self, step: int) -> list[Any]:
+        """Forward, loss and backward of one step: the LoRA gradients land in the optimizer's
+        gradient buffer, the loss in ``losses[step]``. Two dispatches and two barriers."""
         n = self.batch * self.dim
-        pc = push(n, self.h[-1], self.y_off + step * n, self.g[0], step, 2.0 / n)
-        return [kp.OpAlgoDispatch(self.loss_algo, pc), self._barrier([self.ws, self.losses])]
-
-    def backward_ops(self, step: int) -> list[Any]:
-        b, d, r, s = self.batch, self.dim, self.rank, self.scale
-        ops: list[Any] = []
-        g = self.g[0]  # d loss / d (output of the current block), written by mse_loss.comp
-        for layer in reversed(range(len(self.blocks))):
-            block = self.blocks[layer]
-            h_in = self.x_off + step * b * d if layer == 0 else self.h[layer - 1]
-            dy = g  # gradient w.r.t. the current module's output (pre-activation)
-            for i in reversed(range(len(block))):
-                path, t = block[i], self.t[layer][i]
-                z = h_in if i == 0 else self.z[layer][i - 1]
-                a_off, b_off = self.lora[(path, "A")], self.lora[(path, "B")]
-                # grad B = s dy^T t                                       [out, rank]
-                ops += self._mm(
-                    matmul(d, r, b, Operand(WS, dy, 1, d), Operand(WS, t, r, 1), (GRD, b_off), alpha=s)
-                )
-                # dt = s dy B                                             [batch, rank]
-                ops += self._mm(
-                    matmul(b, r, d, Operand(WS, dy, d, 1), Operand(PRM, b_off, r, 1), (WS, self.dt), alpha=s)
-                )
-                # grad A = dt^T z                                         [rank, in]
-                ops += self._mm(
-                    matmul(r, d, b, Operand(WS, self.dt, 1, r), Operand(WS, z, d, 1), (GRD, a_off))
-                )
-                if layer == 0 and i == 0:
-                    break  # no gradient w.r.t. the inputs
-                dz = next(buf for buf in self.g if buf not in (dy, g))
-                # dz = dy W (+ g: the residual, on the block's first module)
-                ops += self._mm(
-                    matmul(
-                        b,
-                        d,
-                        d,
-                        Operand(WS, dy, d, 1),
-                        Operand(WS, self.w[path], d, 1),
-                        (WS, dz),
-                        beta=1.0 if i == 0 else 0.0,
-                        d_off=g,
-                    )
-                )
-                # dz += dt A, then the ReLU's mask (its output z > 0) between modules
-                ops += self._mm(
-                    matmul(
-                        b,
-                        d,
-                        r,
-                        Operand(WS, self.dt, r, 1),
-                        Operand(PRM, a_off, d, 1),
-                        (WS, dz),
-                        beta=1.0,
-                        d_off=dz,
-                        mode=0 if i == 0 else 2,
-                        mask_off=z,
-                    )
-                )
-                dy = dz
-            g = dy
-        return ops
+        return [
+            kp.OpAlgoDispatch(self.forward_backward, words(step, self.scale, 2.0 / n)),
+            # weight_grads.comp reads what forward_backward.comp saved.
+            self.after_forward_backward,
+            kp.OpAlgoDispatch(self.weight_grads, words(step, self.scale)),
+            # The next step's forward_backward.comp overwrites `saved` (read just now: the
+            # barrier orders it after those reads) and its weight_grads.comp writes `losses`
+            # again (a write after this write: the barrier makes this one available first).
+            # The gradients need none here: record_step's first barrier covers its buffers.
+            self.after_weight_grads,
+        ]
 
     def record_step(self, step: int) -> None:
         """Record one whole training step into the current sequence."""
-        for op in [*self.forward_ops(step), *self.loss_ops(step), *self.backward_ops(step)]:
+        for op in self.gradient_ops(step):
             self.seq.record(op)
-        self.opt.record_step(self.seq)  # bracketed by vk-adam's own barriers
-        self.seq.record(self._barrier([self.ws, self.params, self.grads]))
+        # Clipping and AdamW, bracketed by vk-adam's own barriers: it starts after the gradients
+        # are written, and the next step's forward_backward.comp sees the updated params.
+        self.opt.record_step(self.seq)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -331,15 +254,17 @@ class ResidentTrainer:
     def gradients_for(self, step: int) -> np.ndarray:
         """Forward, loss and backward of one step (no update); the flat gradients (for tests)."""
         self.seq.clear()
-        for op in [*self.forward_ops(step), *self.loss_ops(step), *self.backward_ops(step)]:
+        for op in self.gradient_ops(step):
             self.seq.record(op)
         self.seq.record(kp.OpTensorSyncLocal([self.grads, self.losses]))
         self.seq.eval()
         return np.array(self.grads.data(), dtype=np.float32)
 
     def destroy(self) -> None:
-        for obj in (self.seq, self.matmul_algo, self.loss_algo, self.ws, self.losses):
+        for obj in (self.seq, self.forward_backward, self.weight_grads):
             obj.destroy()
+        for tensor in (self.frozen, self.table, self.xs, self.ys, self.saved, self.losses):
+            tensor.destroy()
 
 
 def open_manager(device_index: int) -> Any:

@@ -52,6 +52,82 @@ def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Ca
     return step_fn
 
 
+def torch_graph_trainer(cfg: DemoConfig, dev: str, *, warmup: int = 3) -> Callable[[], Any]:
+    """The demo's whole training step (forward, backward, clipping, fused AdamW) as one CUDA
+    graph on ``dev`` = ``"cuda"``: a function replaying it once and returning the loss tensor (not
+    synchronized). The graph walks the data set by itself (a step counter on the device picks
+    the batch), so a replay needs nothing from the host: the torch counterpart of recording many
+    steps into one Vulkan submission. The first ``warmup`` steps run eagerly on a side stream
+    (the optimizer creates its state there, as capture requires), so the first replay trains on
+    batch ``warmup``.
+
+    On ``dev`` = ``"cpu"`` nothing is captured and each call runs the same step eagerly (no
+    capturable state): what the graph computes, checkable without a GPU."""
+    import torch
+
+    capture = dev == "cuda"
+    adapter, model, _ = fresh_run(cfg)
+    x, y = make_dataset(cfg, model)
+    lora = {
+        (m.path, w): torch.tensor(adapter.weight(m.path, w), device=dev, requires_grad=True)
+        for m in adapter.modules
+        for w in ("A", "B")
+    }
+    base = {p: torch.tensor(w, dtype=torch.float32, device=dev) for p, w in model.base.items()}
+    xs, ys = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+    cls: Any = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
+    params = list(lora.values())
+    # capturable: the step count and the bias corrections stay on the device (no host sync).
+    topt = cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True, capturable=capture)
+    scale = adapter.scale
+    index = torch.zeros(1, dtype=torch.long, device=dev)  # the next batch, kept on the device
+
+    def step() -> Any:
+        h = torch.index_select(xs, 0, index)[0]
+        target = torch.index_select(ys, 0, index)[0]
+        for block in model.blocks:
+            z = h
+            for i, path in enumerate(block):
+                z = z @ base[path].T + scale * ((z @ lora[(path, "A")].T) @ lora[(path, "B")].T)
+                if i < len(block) - 1:
+                    z = torch.relu(z)
+            h = h + z
+        loss: Any = torch.mean((h - target) ** 2)
+        loss.backward()
+        if cfg.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
+        topt.step()
+        index.add_(1).remainder_(len(x))
+        return loss
+
+    if not capture:
+
+        def eager() -> Any:
+            topt.zero_grad(set_to_none=True)
+            return step()
+
+        return eager
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            topt.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # Gradients unset: backward allocates them inside the graph's memory pool, and every replay
+    # overwrites them (the documented whole-network capture).
+    topt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = step()
+
+    def replay() -> Any:
+        graph.replay()
+        return static_loss
+
+    return replay
+
+
 def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | None:
     """The loss curve and torch's device, or None without torch or for a rule torch lacks."""
     if cfg.rule not in ("adam", "adamw"):

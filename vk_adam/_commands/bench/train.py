@@ -7,6 +7,9 @@ global-norm clipping, AdamW update), the GPU-resident Vulkan loop against torch.
   forward or backward) in one submission, over the whole step's time.
 * **torch**: eager on CUDA with fused AdamW and with the default (foreach) AdamW, and on the CPU;
   steps launched in a loop, one synchronize at the end.
+* **torch CUDA graph**: the whole torch step (forward, backward, clipping, fused AdamW with
+  ``capturable=True``) captured once as a CUDA graph that picks its own batch on the device;
+  one replay per step, one synchronize at the end. Without CUDA the row says why it was skipped.
 
 Model: the anchor's shape on a GPU (8 blocks, dim 128, q and v LoRA r8, batch 64, clipping 1.0,
 AdamW); the demo's smaller default on a software device, where a step takes a good part of a
@@ -54,12 +57,21 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
         opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
         with opt:
             trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
-            walls = []
+            walls, evals = [], []
+            marks: list[float] = []  # when each step's recording ended
+
+            def mark(_step: int) -> None:
+                marks.append(time.perf_counter())
+
             for r in range(repeats + 1):  # the first submission warms up
+                marks.clear()
                 t0 = time.perf_counter()
-                trainer.run(r * per_submit, (r + 1) * per_submit)
+                trainer.run(r * per_submit, (r + 1) * per_submit, on_step=mark)
+                t1 = time.perf_counter()
                 if r:
-                    walls.append((time.perf_counter() - t0) / per_submit)
+                    walls.append((t1 - t0) / per_submit)
+                    evals.append((t1 - marks[-1]) / per_submit)  # submission, GPU work, wait, download
+            kinds = [type(op).__name__ for op in trainer.gradient_ops(0)]
             # The update alone: as many recorded steps, no forward or backward.
             seq = mgr.sequence()
             updates = []
@@ -81,6 +93,10 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
         "backend": "vk-adam resident",
         "ms_per_step": step_s * 1e3,
         "steps_per_s": 1 / step_s,
+        "eval_ms_per_step": statistics.median(evals) * 1e3,
+        "app_dispatches_per_step": kinds.count("OpAlgoDispatch"),
+        "app_barriers_per_step": kinds.count("OpMemoryBarrier"),
+        "rows_per_group": trainer.rows,
         "update_ms_per_step": update_s * 1e3,
         "update_share": update_s / step_s,
         "steps_per_submission": per_submit,
@@ -114,6 +130,35 @@ def bench_torch(software: bool, per_submit: int, dev: str, fused: bool | None) -
     return {"backend": name, "ms_per_step": wall * 1e3, "steps_per_s": 1 / wall}
 
 
+GRAPH = "torch CUDA graph (whole step), fused AdamW"
+
+
+def bench_torch_graph(software: bool, per_submit: int) -> dict[str, Any]:
+    """The whole torch step as one CUDA graph, replayed ``per_submit`` times per measurement;
+    a row with ``skipped`` (the reason) where torch or CUDA is missing."""
+    try:
+        import torch
+    except ImportError:
+        return {"backend": GRAPH, "skipped": "torch is not installed"}
+    if not torch.cuda.is_available():
+        return {"backend": GRAPH, "skipped": "CUDA is not available"}
+    from ..demo_torch import torch_graph_trainer
+
+    repeats = 2 if software else REPEATS
+    replay = torch_graph_trainer(_config(software, per_submit * (repeats + 1)), "cuda")
+    walls = []
+    for r in range(repeats + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(per_submit):
+            replay()
+        torch.cuda.synchronize()
+        if r:
+            walls.append((time.perf_counter() - t0) / per_submit)
+    wall = statistics.median(walls)
+    return {"backend": GRAPH, "ms_per_step": wall * 1e3, "steps_per_s": 1 / wall}
+
+
 def run_train_bench(device_index: int, software: bool, per_submit: int, out: Path) -> str:
     """Run every backend available, write train.json and train.md into ``out``; return the table."""
     rows = [bench_resident(device_index, software, per_submit)]
@@ -123,24 +168,32 @@ def run_train_bench(device_index: int, software: bool, per_submit: int, out: Pat
         has_torch = True
     except ImportError:
         has_torch = False
+    rows.append(bench_torch_graph(software, per_submit))
     if has_torch:
         if torch.cuda.is_available():
             rows += [bench_torch(software, per_submit, "cuda", fused) for fused in (True, None)]
         rows.append(bench_torch(software, min(per_submit, 10), "cpu", None))
     ours = rows[0]["ms_per_step"]
     for row in rows[1:]:
-        row["vk_adam_speedup"] = row["ms_per_step"] / ours
+        if "ms_per_step" in row:
+            row["vk_adam_speedup"] = row["ms_per_step"] / ours
     model = rows[0]["model"]
     lines = [
         f"Training step of the demo model ({model['layers']} blocks, dim {model['dim']}, q and v "
         f"LoRA r{model['rank']}, batch {model['batch']}, clipping 1.0, AdamW); vk-adam: "
-        f"{rows[0]['steps_per_submission']} steps per submission. Update share: record_step alone "
+        f"{rows[0]['steps_per_submission']} steps per submission, {rows[0]['app_dispatches_per_step']} "
+        f"dispatches of the example's shaders per step ({rows[0]['rows_per_group']} batch rows per "
+        f"workgroup) plus record_step's; {rows[0]['eval_ms_per_step']:.3f} ms/step of it after the "
+        "recording (submission, GPU work, wait, loss download). Update share: record_step alone "
         f"{rows[0]['update_ms_per_step']:.3f} ms/step = {100 * rows[0]['update_share']:.1f}% of the step.",
         "",
         "| backend | ms/step | steps/s | vk-adam speed-up |",
         "|---|---|---|---|",
     ]
     for row in rows:
+        if "skipped" in row:
+            lines.append(f"| {row['backend']} | skipped: {row['skipped']} | | |")
+            continue
         speedup = f"{row['vk_adam_speedup']:.2f}x" if "vk_adam_speedup" in row else ""
         ms, per_s = row["ms_per_step"], row["steps_per_s"]
         lines.append(f"| {row['backend']} | {ms:.3f} | {per_s:.0f} | {speedup} |")
