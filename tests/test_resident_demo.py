@@ -164,6 +164,34 @@ def test_shapes_past_the_shared_memory_or_the_workgroup_limit_are_refused(kp_man
                 example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, row_threads=threads)
 
 
+class _FakeManager:
+    """Device properties only: what the example's defaults read."""
+
+    def __init__(self, device_type: int, invocations: int) -> None:
+        self.props = {"device_type": device_type, "max_work_group_invocations": invocations}
+
+    def get_device_properties(self) -> dict[str, int]:
+        return self.props
+
+
+@pytest.mark.parametrize(
+    ("device_type", "invocations", "dim", "expected"),
+    [
+        (2, 1024, 128, 1024),  # a discrete GPU: the measured best, 1 row of 1,024 threads
+        (2, 256, 128, 256),  # a GPU that allows fewer
+        (1, 512, 128, 512),  # an integrated GPU
+        (4, 1024, 128, 256),  # a CPU driver (lavapipe)
+        (2, 1024, 900, 1024),  # near the largest dim whose row fits in 16 KiB
+    ],
+)
+def test_default_workgroup_size_per_device(device_type, invocations, dim, expected):
+    example = load_example()
+    mgr = _FakeManager(device_type, invocations)
+    threads = example.default_threads(mgr, dim, 8)
+    assert threads == expected
+    assert example.shared_floats(dim, 8, 1, threads) <= example.SHARED_FLOATS
+
+
 @pytest.fixture(scope="module")
 def short_runs(tmp_path_factory):
     cfg = DemoConfig(layers=2, dim=32, rank=4, steps=80, batch=32)

@@ -37,8 +37,11 @@ import numpy as np
 
 SPIRV_DIR = Path(__file__).resolve().parent / "spirv"
 #: forward_backward.comp's workgroup size: the threads that carry its rows of the batch through
-#: the whole network (a power of two: the loss's tree reduction halves it).
-ROW_THREADS = 256
+#: the whole network (a power of two: the loss's tree reduction halves it). On a GPU, as many as
+#: the device allows up to ROW_THREADS_GPU (measured on an H200 at 8 blocks, dim 128, batch 64:
+#: 1 row x 1024 threads 0.089 ms of GPU time for forward_backward.comp, 256 threads 0.153 ms;
+#: benchmarks/resident_step.py); on a CPU driver ROW_THREADS.
+ROW_THREADS, ROW_THREADS_GPU = 256, 1024
 #: Batch rows per workgroup of forward_backward.comp: every weight a thread loads serves that
 #: many rows. A GPU wants many workgroups in flight (the batch spread over its multiprocessors);
 #: a CPU driver such as lavapipe runs a few workgroups at a time and pays for every load.
@@ -88,6 +91,22 @@ def shared_floats(dim: int, rank: int, rows: int, threads: int = ROW_THREADS) ->
     return rows * (3 * dim + rank) + max(rows * (split_d * dim + split_r * rank), threads)
 
 
+def default_threads(manager: Any, dim: int, rank: int) -> int:
+    """forward_backward.comp's workgroup size for this device: ``ROW_THREADS`` on a CPU driver;
+    on a GPU the largest power of two up to ``ROW_THREADS_GPU`` that the device allows and whose
+    shared memory (one row) fits."""
+    props = manager.get_device_properties()
+    if int(props.get("device_type", -1)) == DEVICE_TYPE_CPU:
+        return ROW_THREADS
+    threads = ROW_THREADS_GPU
+    while threads > 1 and (
+        threads > int(props["max_work_group_invocations"])
+        or shared_floats(dim, rank, 1, threads) > SHARED_FLOATS
+    ):
+        threads //= 2
+    return threads
+
+
 def default_rows(manager: Any, dim: int, rank: int, threads: int = ROW_THREADS) -> int:
     """Rows per workgroup for this device: ``ROWS_CPU`` on a CPU driver, else ``ROWS_GPU``;
     fewer if the shared memory would not hold them."""
@@ -130,16 +149,19 @@ class ResidentTrainer:
         y: np.ndarray,
         *,
         rows_per_group: int | None = None,
-        row_threads: int = ROW_THREADS,
+        row_threads: int | None = None,
     ) -> None:
         """``rows_per_group``: batch rows per workgroup of forward_backward.comp (default:
-        ``default_rows``); ``row_threads``: its workgroup size (a power of two the device allows).
-        Both set summation orders, so runs compare bit for bit only at the same values."""
+        ``default_rows``); ``row_threads``: its workgroup size (a power of two the device allows;
+        default: ``default_threads``). Both set summation orders, so runs compare bit for bit
+        only at the same values."""
         self.mgr, self.adapter, self.opt = manager, adapter, optimizer
         self.blocks = [list(b) for b in blocks]
         self.steps, self.batch, self.dim = x.shape
         self.rank, self.scale = adapter.rank, float(adapter.scale)
         limit = int(manager.get_device_properties()["max_work_group_invocations"])
+        if row_threads is None:
+            row_threads = default_threads(manager, x.shape[2], adapter.rank)
         if row_threads < 1 or row_threads & (row_threads - 1) or row_threads > limit:
             raise ValueError(f"row_threads must be a power of two up to {limit} (got {row_threads})")
         self.threads = row_threads
