@@ -184,8 +184,9 @@ def run_train_bench(device_index: int, software: bool, per_submit: int, out: Pat
         f"LoRA r{model['rank']}, batch {model['batch']}, clipping 1.0, AdamW); vk-adam: "
         f"{rows[0]['steps_per_submission']} steps per submission, {rows[0]['app_dispatches_per_step']} "
         f"dispatches of the example's shaders per step ({rows[0]['rows_per_group']} batch rows per "
-        f"workgroup of {rows[0]['row_threads']} threads) plus record_step's; {rows[0]['eval_ms_per_step']:.3f} ms/step of it after the "
-        "recording (submission, GPU work, wait, loss download). Update share: record_step alone "
+        f"workgroup of {rows[0]['row_threads']} threads) plus record_step's; "
+        f"{rows[0]['eval_ms_per_step']:.3f} ms/step of it after the recording "
+        "(submission, GPU work, wait, loss download). Update share: record_step alone "
         f"{rows[0]['update_ms_per_step']:.3f} ms/step = {100 * rows[0]['update_share']:.1f}% of the step.",
         "",
         "| backend | ms/step | steps/s | vk-adam speed-up |",
