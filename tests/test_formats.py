@@ -19,6 +19,18 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
 
 
+@pytest.fixture(params=["base", "subgroups"])
+def variant(request, monkeypatch):
+    """Run a device test under each variant of the 8-bit path ($VK_ADAM_SUBGROUPS forces it)."""
+    from vk_adam._optim.variants import SUBGROUPS_ENV, subgroup_unsupported
+    from vk_adam._runtime.devices import select_device
+
+    if request.param == "subgroups" and (reason := subgroup_unsupported(select_device())):
+        pytest.skip(f"the subgroup variant cannot run here: {reason}")
+    monkeypatch.setenv(SUBGROUPS_ENV, "1" if request.param == "subgroups" else "0")
+    return request.param
+
+
 # -- the formats on the host -----------------------------------------------------------------------
 
 
@@ -89,7 +101,7 @@ def test_the_random_stream_is_a_function_of_seed_buffer_step_and_element():
 
 
 @pytest.mark.parametrize("name", ["adamw", "adam", "sgd"])
-def test_check_rule_runs_every_builtin_rule_under_every_format(name):
+def test_check_rule_runs_every_builtin_rule_under_every_format(name, variant):
     report = check_rule(default_registry().get(name), sizes=(7,), steps=3)
     settings = len(report.hyper)
     assert report.cases == settings * (1 + len(FORMAT_CASES))
@@ -185,7 +197,7 @@ def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name
     opt.close()
 
 
-def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng):
+def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng, variant):
     """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
     is partial; the GPU matches the reference step by step."""
     import kp
@@ -393,7 +405,7 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
 
 
 @pytest.mark.parametrize("signed", [True, False])
-def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng):
+def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng, variant):
     """Values on and just either side of every decision threshold of the map, tiny values and
     values near 1: the GPU's code is the emulated quantizer's, which is the nearest map value
     but within 2**-15 of a threshold. Signed: SGD's momentum buffer (= the gradient on the
@@ -470,7 +482,7 @@ def test_a_rule_can_keep_a_state_buffer_fp32(rng):
 
 
 @pytest.mark.parametrize("param_dtype, stochastic, state_dtype", FORMAT_CASES)
-def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stochastic, state_dtype, rng):
+def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stochastic, state_dtype, rng, variant):
     """No re-synchronisation: the GPU and FormatReference each run 50 AdamW steps on their own.
     A rare float32 rounding across a boundary (an 8-bit code, a 16-bit ulp) then propagates, so
     the bounds are looser than the one-step checks': measured over 20 seeds, fp32 params within

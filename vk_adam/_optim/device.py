@@ -13,7 +13,7 @@ stores its values (16-bit params, compressed state) is ``storage``'s.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,15 +27,9 @@ from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
 from .storage import Storage, rng_key, uint_spec
+from .variants import LoopShape, loop_shape, subgroup_spirv
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
-
-
-def int8_vec4s(software: bool) -> int:
-    """vec4s per invocation per tile in the 8-bit path: ``$VK_ADAM_INT8_VEC4S`` (1 or 2), else
-    2 on a GPU and 1 on a CPU driver."""
-    value = os.environ.get("VK_ADAM_INT8_VEC4S", "")
-    return int(value) if value in ("1", "2") else (1 if software else 2)
 
 
 Array = npt.NDArray[Any]
@@ -74,9 +68,9 @@ class DeviceGroups:
         # formats leave unused (every binding the shader declares must be valid).
         self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
-        # 8-bit state: two vec4s per invocation between barriers on GPUs, one on CPU drivers
-        # (measured: BENCHMARKS.md, "Storage formats"); $VK_ADAM_INT8_VEC4S overrides.
-        self.int8_vec4s = int8_vec4s(rt.device.is_software)
+        # The loop's shape on this device and whether 8-bit state runs the subgroup variant
+        # (variants.py: feature detection and the $VK_ADAM_* knobs).
+        self.shape: LoopShape = loop_shape(rt.device)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
@@ -124,17 +118,37 @@ class DeviceGroups:
             states = [bset.state[s.name] for s in group.variant.state]
             tensors = [bset.param, grad, self.status, *states]
             spec = group.spec
+            spirv = str(group.variant.spirv)
+            items, max_groups = -(-bset.n // 4), None  # one vec4 per invocation
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-                spec = (*spec, *padding, *bset.format.spec(self.int8_vec4s))
+                shape = self.shape
+                quantized = bset.format.quantized
+                # 8-bit state runs the subgroup variant where the device can and the rule's
+                # package built one (a plugin built before it has only the base SPIR-V).
+                subgroups = quantized and shape.subgroup_size > 0 and self.builder.has_shader(subgroup_spirv(spirv))
+                if subgroups:
+                    spirv = subgroup_spirv(spirv)
+                if not quantized and 23 not in self.builder.spec_ids(spirv):
+                    shape = dataclasses.replace(shape, vec4s=1)  # built before the knob
+                spec = (
+                    *spec,
+                    *padding,
+                    *bset.format.spec(shape.int8_vec4s),
+                    *uint_spec(shape.vec4s, shape.subgroup_size or 32),
+                )
+                items = shape.invocations(bset.n, quantized, subgroups)
+                max_groups = shape.int8_workgroups if quantized else None
+            bset.spirv = spirv
             update = self.rt.pipeline(
                 tensors,
-                self.builder.shader(str(group.variant.spirv)),
-                -(-bset.n // 4),  # one vec4 per invocation
+                self.builder.shader(spirv),
+                items,
                 spec,
                 self._push_words(group.variant),
+                max_groups=max_groups,
             )
             grad_format = fmt.PARAM_FORMAT[bset.format.param]
             check = check_op = None

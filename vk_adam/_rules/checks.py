@@ -20,7 +20,7 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import FORMAT_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect
+from .spirv import HARNESS_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
@@ -142,12 +142,13 @@ def _check_setting(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
             f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
         )
-    # id 0 is VK_ADAM_ZERO_GRAD and 16..22 the storage formats, supplied by the optimizer
-    supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & FORMAT_SPEC_IDS)
+    # id 0 is VK_ADAM_ZERO_GRAD, 16..22 the storage formats and 23..24 the loop shape, supplied
+    # by the optimizer
+    supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & HARNESS_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
-        # The harness's format constants (16..22) are supplied by the optimizer: name the rest.
-        declared = sorted(set(interface.spec_ids) - FORMAT_SPEC_IDS)
-        expected = sorted(supplied - FORMAT_SPEC_IDS)
+        # The harness's constants (16..24) are supplied by the optimizer: name the rest.
+        declared = sorted(set(interface.spec_ids) - HARNESS_SPEC_IDS)
+        expected = sorted(supplied - HARNESS_SPEC_IDS)
         raise InvalidRuleError(
             f"{where}: the shader declares specialization constants {declared} but spec_constants() "
             f"returns {len(spec)} value(s) for {label}, i.e. constants {expected} "
