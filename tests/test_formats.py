@@ -482,7 +482,9 @@ def test_a_rule_can_keep_a_state_buffer_fp32(rng):
 
 
 @pytest.mark.parametrize("param_dtype, stochastic, state_dtype", FORMAT_CASES)
-def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stochastic, state_dtype, rng, variant):
+def test_fifty_free_running_steps_stay_on_the_format_reference(
+    param_dtype, stochastic, state_dtype, rng, variant
+):
     """No re-synchronisation: the GPU and FormatReference each run 50 AdamW steps on their own.
     A rare float32 rounding across a boundary (an 8-bit code, a 16-bit ulp) then propagates, so
     the bounds are looser than the one-step checks': measured over 20 seeds, fp32 params within
@@ -510,3 +512,19 @@ def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stoc
         differs = np.mean(p.view(np.uint16) != np.asarray(ref.param).view(np.uint16))
         bound = 7e-3 if param_dtype == "float16" else 2e-2
         assert differs <= 0.25 and err <= bound, (differs, err)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_every_finite_16_bit_param_is_unpacked_exactly(name):
+    """Adam with lr = 0 leaves every param as it is, so the shader's unpacking (unpackHalf2x16 for
+    normal fp16 values, the bit path for subnormals; shifts for bf16) and the stochastic rounding
+    back must reproduce all finite 16-bit patterns, subnormals and both zeros included."""
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    values = bits.view(DTYPES[name])
+    p = values[np.isfinite(values.astype(np.float32))].copy()
+    before = p.view(np.uint16).copy()
+    tiny = 0x400 if name == "float16" else 0x80  # subnormals and zeros: exponent bits 0
+    assert np.count_nonzero((before & 0x7FFF) < tiny) == 2 * tiny
+    with vk_adam.Adam([p], lr=0.0, stochastic_rounding=True, state_dtype="float32") as opt:
+        opt.step([np.zeros(p.size, np.float32).astype(DTYPES[name])])
+    np.testing.assert_array_equal(p.view(np.uint16), before)

@@ -21,7 +21,12 @@ from vk_adam._rules.rule import ShaderVariant
 from vk_adam._rules.spirv import SPIRV_DIR
 from vk_adam._runtime.devices import DeviceInfo, select_device
 
-ALL_KNOBS = (variants.SUBGROUPS_ENV, variants.VEC4S_ENV, variants.INT8_VEC4S_ENV, variants.INT8_WORKGROUPS_ENV)
+ALL_KNOBS = (
+    variants.SUBGROUPS_ENV,
+    variants.VEC4S_ENV,
+    variants.INT8_VEC4S_ENV,
+    variants.INT8_WORKGROUPS_ENV,
+)
 COMPUTE, BASIC, ARITHMETIC = 0x20, 0x1, 0x4
 
 
@@ -31,7 +36,9 @@ def _no_knobs(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def fake_device(size: int = 32, stages: int = COMPUTE | 0x10, ops: int = 0x7F, name: str = "fake GPU") -> DeviceInfo:
+def fake_device(
+    size: int = 32, stages: int = COMPUTE | 0x10, ops: int = 0x7F, name: str = "fake GPU"
+) -> DeviceInfo:
     return DeviceInfo(0, name, "discrete", "fake", "1.3", 65535, True, size, stages, ops)
 
 
@@ -81,7 +88,11 @@ def test_knob_defaults_and_refusals(monkeypatch):
     monkeypatch.setenv(variants.INT8_VEC4S_ENV, "1")
     monkeypatch.setenv(variants.INT8_WORKGROUPS_ENV, "96")
     assert loop_shape(fake_device(32)) == LoopShape(4, 1, 32, 96)
-    for name, bad in ((variants.VEC4S_ENV, "3"), (variants.INT8_VEC4S_ENV, "4"), (variants.INT8_WORKGROUPS_ENV, "0")):
+    for name, bad in (
+        (variants.VEC4S_ENV, "3"),
+        (variants.INT8_VEC4S_ENV, "4"),
+        (variants.INT8_WORKGROUPS_ENV, "0"),
+    ):
         monkeypatch.setenv(name, bad)
         with pytest.raises(ValueError, match=name):
             loop_shape(fake_device(32))
@@ -126,7 +137,12 @@ def run_int8(param_dtype: str, stochastic: bool, n: int, seed: int, steps: int =
     dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": vk_adam._formats.BFLOAT16}[param_dtype]
     p = rng.standard_normal(n).astype(np.float32).astype(dtype)
     opt = vk_adam.Optimizer(
-        [p], default_registry().get(rule), lr=1e-2, state_dtype="int8-blockwise", stochastic_rounding=stochastic, seed=3
+        [p],
+        default_registry().get(rule),
+        lr=1e-2,
+        state_dtype="int8-blockwise",
+        stochastic_rounding=stochastic,
+        seed=3,
     )
     with opt:
         for _ in range(steps):
@@ -197,19 +213,27 @@ def test_a_rule_without_the_subgroup_spirv_falls_back_to_the_base_variant(tmp_pa
         with vk_adam.Optimizer([p], rule, lr=1e-2, state_dtype="int8-blockwise") as opt:
             for g in grads:
                 opt.step([g])
-            results.append((p, opt.state_dict()["state"][0], [b.spirv for gr in opt._dev.groups for b in gr.sets]))
+            results.append(
+                (p, opt.state_dict()["state"][0], [b.spirv for gr in opt._dev.groups for b in gr.sets])
+            )
     assert results[1][2] == [str(tmp_path / "old_adam.spv")]
     assert_same_bits(results[0], results[1])
     # with its subgroup SPIR-V next to it, the same rule runs the variant
     shutil.copy(SPIRV_DIR / "adam.subgroups.spv", tmp_path / "old_adam.subgroups.spv")
     with vk_adam.Optimizer([p0.copy()], old, lr=1e-2, state_dtype="int8-blockwise") as opt:
         opt.step([grads[0]])
-        assert [b.spirv for g in opt._dev.groups for b in g.sets] == [str(tmp_path / "old_adam.subgroups.spv")]
+        assert [b.spirv for g in opt._dev.groups for b in g.sets] == [
+            str(tmp_path / "old_adam.subgroups.spv")
+        ]
 
 
 @pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("param_dtype, stochastic", [("float32", False), ("bfloat16", True), ("float16", False)])
-def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(param_dtype, stochastic, state_dtype, monkeypatch):
+@pytest.mark.parametrize(
+    "param_dtype, stochastic", [("float32", False), ("bfloat16", True), ("float16", False)]
+)
+def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
+    param_dtype, stochastic, state_dtype, monkeypatch
+):
     rng = np.random.default_rng(4)
     dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": vk_adam._formats.BFLOAT16}[param_dtype]
     n = 256 * 4 * 9 + 4 * 3 + 1  # a partial vec4, a partial tile at every vec4s value

@@ -96,7 +96,7 @@ def compile_shaders(
     includes = [f"-I{d}" for d in [INCLUDE_DIR, *include_dirs]]
     written: list[Path] = []
     for source in sources:
-        builds = [(out / f"{source.stem}.spv", [])]
+        builds: list[tuple[Path, list[str]]] = [(out / f"{source.stem}.spv", [])]
         if includes_harness(source, include_dirs):
             builds.append((out / f"{source.stem}{SUBGROUP_SUFFIX}.spv", ["-DVK_ADAM_SUBGROUPS=1"]))
         for target, defines in builds:
@@ -116,7 +116,9 @@ def _compile(glslang: str, spirv_val: str, source: Path, target: Path, flags: li
     if compiled.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise ShaderBuildError(f"{what} failed to compile:\n{compiled.stdout}{compiled.stderr}")
-    validated = subprocess.run([spirv_val, "--target-env", TARGET_ENV, str(tmp)], capture_output=True, text=True)
+    validated = subprocess.run(
+        [spirv_val, "--target-env", TARGET_ENV, str(tmp)], capture_output=True, text=True
+    )
     if validated.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise ShaderBuildError(f"{what}: spirv-val rejected the SPIR-V:\n{validated.stderr}")

@@ -128,7 +128,9 @@ class DeviceGroups:
                 quantized = bset.format.quantized
                 # 8-bit state runs the subgroup variant where the device can and the rule's
                 # package built one (a plugin built before it has only the base SPIR-V).
-                subgroups = quantized and shape.subgroup_size > 0 and self.builder.has_shader(subgroup_spirv(spirv))
+                subgroups = (
+                    quantized and shape.subgroup_size > 0 and self.builder.has_shader(subgroup_spirv(spirv))
+                )
                 if subgroups:
                     spirv = subgroup_spirv(spirv)
                 if not quantized and 23 not in self.builder.spec_ids(spirv):
