@@ -26,7 +26,7 @@
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
-// 16..22 are the storage formats below.
+// 16..21 are the storage formats below, 22..24 the loop's shape (vk_adam/_optim/variants.py).
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -518,15 +518,75 @@ void vk_adam_int8_loop(uint lid, uint n, uint n_vec4) {
 #else
 // The 8-bit path with subgroup block maxima. One subgroup of W = VK_ADAM_SUBGROUP_SIZE lanes
 // owns whole blocks (64 vec4s each): per iteration B = VK_ADAM_INT8_VEC4S consecutive blocks,
-// and lane l takes vec4s l, l + W, l + 2W, ... of each (64 / W per block), so every load
+// and lane l takes vec4s l, l + W, l + 2W, ... of each (R = 64 / W per block), so every load
 // instruction of the subgroup reads W consecutive vec4s. A block's absmax is one subgroupMax:
 // no shared memory, no barriers; subgroups loop over blocks on their own (grid-stride over
 // every subgroup of the dispatch). The host sizes the grid in whole subgroup iterations.
-#define VK_ADAM_MAX_LANE_VEC4S 16u  // 64 / 8 vec4s per block x 2 blocks
+//
+// The lane's R * B vec4s (at most 16: W = 8, B = 2) live in arrays indexed only by literals
+// (the macros below spell out each slot J): a loop index would leave them dynamically indexed
+// until the driver unrolls, and some drivers move such arrays to scratch memory before that
+// (measured on lavapipe: 3-4x slower).
+
+// The largest |value| of each 8-bit state buffer in vec4 i (component k: state buffer k), as
+// ordered uint bits; 0 for other formats and for lanes past n.
+uvec4 vk_adam_block_bits(vec4 S[VK_ADAM_STATE_SLOTS], uint i, uint n) {
+    uvec4 b = uvec4(0u);
+#if VK_ADAM_STATE_COUNT > 0
+    if (VK_ADAM_STATE0_FORMAT >= 2u) b.x = vk_adam_abs_max_bits(S[0], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+    if (VK_ADAM_STATE1_FORMAT >= 2u) b.y = vk_adam_abs_max_bits(S[1], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+    if (VK_ADAM_STATE2_FORMAT >= 2u) b.z = vk_adam_abs_max_bits(S[2], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+    if (VK_ADAM_STATE3_FORMAT >= 2u) b.w = vk_adam_abs_max_bits(S[3], i, n);
+#endif
+    return b;
+}
+
+// The block's absmax per 8-bit state buffer: the maximum over the subgroup (one block).
+vec4 vk_adam_subgroup_absmax(uvec4 b) {
+    vec4 a = vec4(0.0);
+#if VK_ADAM_STATE_COUNT > 0
+    if (VK_ADAM_STATE0_FORMAT >= 2u) a.x = uintBitsToFloat(subgroupMax(b.x));
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+    if (VK_ADAM_STATE1_FORMAT >= 2u) a.y = uintBitsToFloat(subgroupMax(b.y));
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+    if (VK_ADAM_STATE2_FORMAT >= 2u) a.z = uintBitsToFloat(subgroupMax(b.z));
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+    if (VK_ADAM_STATE3_FORMAT >= 2u) a.w = uintBitsToFloat(subgroupMax(b.w));
+#endif
+    return a;
+}
+
+// Slot J (a literal) of the lane: vec4 J % R of block b0 + J / R.
+#define VK_ADAM_SG_INDEX(J) (((b0 + (J) / R) << 6) + ((J) % R) * W + lane)
+#define VK_ADAM_SG_LOAD(J)                                                       \
+    if ((J) < R * B) {                                                           \
+        const uint i = VK_ADAM_SG_INDEX(J);                                      \
+        VK_ADAM_LOAD_AND_UPDATE(p[J], s[J], i)                                   \
+        if ((J) < R) {                                                           \
+            bits0 = max(bits0, vk_adam_block_bits(s[J], i, n));                 \
+        } else {                                                                 \
+            bits1 = max(bits1, vk_adam_block_bits(s[J], i, n));                 \
+        }                                                                        \
+    }
+#define VK_ADAM_SG_STORE(J)                                                      \
+    if ((J) < R * B) {                                                           \
+        const uint i = VK_ADAM_SG_INDEX(J);                                      \
+        const bool leader = lane == 0u && (J) % R == 0u; /* vec4 0 of a block */ \
+        VK_ADAM_STORE(p[J], s[J], i, ((J) < R ? amax0 : amax1))                  \
+    }
 
 void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
     const uint W = VK_ADAM_SUBGROUP_SIZE;
-    const uint R = 64u / VK_ADAM_SUBGROUP_SIZE;  // vec4s per lane per block
+    const uint R = 64u / VK_ADAM_SUBGROUP_SIZE;
     const uint B = VK_ADAM_INT8_VEC4S > 1u ? 2u : 1u;
     const uint lane = gl_SubgroupInvocationID;
     const uint n_blocks = (n_vec4 + 63u) >> 6;
@@ -534,65 +594,50 @@ void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
     // The loop bound is the same for every lane of a subgroup: subgroupMax runs in uniform
     // control flow.
     for (uint b0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * B; b0 < n_blocks; b0 += stride) {
-        vec4 p[VK_ADAM_MAX_LANE_VEC4S];
-        vec4 s[VK_ADAM_MAX_LANE_VEC4S][VK_ADAM_STATE_SLOTS];
+        vec4 p[16];
+        vec4 s[16][VK_ADAM_STATE_SLOTS];
+        uvec4 bits0 = uvec4(0u), bits1 = uvec4(0u);
         // Every load of the iteration first (the rule's math in between needs none of the
         // stores), so all of them are in flight together.
-        [[unroll]] for (uint j = 0u; j < VK_ADAM_MAX_LANE_VEC4S; j++) {
-            if (j < R * B) {
-                const uint i = ((b0 + j / R) << 6) + (j % R) * W + lane;
-                VK_ADAM_LOAD_AND_UPDATE(p[j], s[j], i)
-            }
-        }
-        vec4 amax[2] = vec4[2](vec4(0.0), vec4(0.0));
-        [[unroll]] for (uint q = 0u; q < 2u; q++) {
-            if (q < B) {
-                [[unroll]] for (uint k = 0u; k < uint(VK_ADAM_STATE_COUNT); k++) {
-                    if (vk_adam_state_format(k) >= 2u) {
-                        uint m = 0u;
-                        [[unroll]] for (uint r = 0u; r < VK_ADAM_MAX_LANE_VEC4S; r++) {
-                            const uint i = ((b0 + q) << 6) + r * W + lane;
-                            if (r < R && i < n_vec4) m = max(m, vk_adam_abs_max_bits(s[q * R + r][k], i, n));
-                        }
-                        amax[q][k] = uintBitsToFloat(subgroupMax(m));
-                    }
-                }
-            }
-        }
-        [[unroll]] for (uint j = 0u; j < VK_ADAM_MAX_LANE_VEC4S; j++) {
-            if (j < R * B) {
-                const uint i = ((b0 + j / R) << 6) + (j % R) * W + lane;
-                const bool leader = lane == 0u && j % R == 0u;  // vec4 0 of its block
-                VK_ADAM_STORE(p[j], s[j], i, amax[j / R])
-            }
-        }
+        VK_ADAM_SG_LOAD(0u) VK_ADAM_SG_LOAD(1u) VK_ADAM_SG_LOAD(2u) VK_ADAM_SG_LOAD(3u)
+        VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)
+        VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)
+        VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
+        const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
+        const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
+        VK_ADAM_SG_STORE(0u) VK_ADAM_SG_STORE(1u) VK_ADAM_SG_STORE(2u) VK_ADAM_SG_STORE(3u)
+        VK_ADAM_SG_STORE(4u) VK_ADAM_SG_STORE(5u) VK_ADAM_SG_STORE(6u) VK_ADAM_SG_STORE(7u)
+        VK_ADAM_SG_STORE(8u) VK_ADAM_SG_STORE(9u) VK_ADAM_SG_STORE(10u) VK_ADAM_SG_STORE(11u)
+        VK_ADAM_SG_STORE(12u) VK_ADAM_SG_STORE(13u) VK_ADAM_SG_STORE(14u) VK_ADAM_SG_STORE(15u)
     }
 }
 #endif
 
 // No 8-bit state: VK_ADAM_VEC4S vec4s per invocation per tile of 256 * VK_ADAM_VEC4S vec4s,
 // invocation lid taking vec4s lid, lid + 256, ... (each load instruction of the workgroup
-// reads consecutive vec4s); all loads first, then the stores.
+// reads consecutive vec4s); all loads first, then the stores. Slots indexed by literals only
+// (see the subgroup loop above).
+#define VK_ADAM_PLAIN_LOAD(J)                                                    \
+    if ((J) < V) {                                                               \
+        const uint i = base + lid + (J) * gl_WorkGroupSize.x;                    \
+        VK_ADAM_LOAD_AND_UPDATE(p[J], s[J], i)                                   \
+    }
+#define VK_ADAM_PLAIN_STORE(J)                                                   \
+    if ((J) < V) {                                                               \
+        const uint i = base + lid + (J) * gl_WorkGroupSize.x;                    \
+        VK_ADAM_STORE(p[J], s[J], i, no_absmax)                                  \
+    }
+
 void vk_adam_plain_loop(uint lid, uint n, uint n_vec4) {
     const bool leader = false;  // no absmax to write
-    const vec4 no_absmax[1] = vec4[1](vec4(0.0));
+    const vec4 no_absmax = vec4(0.0);
     const uint V = VK_ADAM_VEC4S;
     const uint tile = V * gl_WorkGroupSize.x;
-    for (uint base = gl_WorkGroupID.x * tile + lid; base < n_vec4; base += gl_NumWorkGroups.x * tile) {
+    for (uint base = gl_WorkGroupID.x * tile; base < n_vec4; base += gl_NumWorkGroups.x * tile) {
         vec4 p[4];
         vec4 s[4][VK_ADAM_STATE_SLOTS];
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            if (j < V) {
-                const uint i = base + j * gl_WorkGroupSize.x;
-                VK_ADAM_LOAD_AND_UPDATE(p[j], s[j], i)
-            }
-        }
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            if (j < V) {
-                const uint i = base + j * gl_WorkGroupSize.x;
-                VK_ADAM_STORE(p[j], s[j], i, no_absmax[0])
-            }
-        }
+        VK_ADAM_PLAIN_LOAD(0u) VK_ADAM_PLAIN_LOAD(1u) VK_ADAM_PLAIN_LOAD(2u) VK_ADAM_PLAIN_LOAD(3u)
+        VK_ADAM_PLAIN_STORE(0u) VK_ADAM_PLAIN_STORE(1u) VK_ADAM_PLAIN_STORE(2u) VK_ADAM_PLAIN_STORE(3u)
     }
 }
 
