@@ -13,7 +13,6 @@ stores its values (16-bit params, compressed state) is ``storage``'s.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
 from .storage import Storage, rng_key, uint_spec
-from .variants import LoopShape, loop_shape, subgroup_spirv
+from .variants import LoopShape, loop_shape, update_launch
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
@@ -68,8 +67,7 @@ class DeviceGroups:
         # formats leave unused (every binding the shader declares must be valid).
         self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
-        # The loop's shape on this device and whether 8-bit state runs the subgroup variant
-        # (variants.py: feature detection and the $VK_ADAM_* knobs).
+        # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
         self.shape: LoopShape = loop_shape(rt.device)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
@@ -118,40 +116,18 @@ class DeviceGroups:
             states = [bset.state[s.name] for s in group.variant.state]
             tensors = [bset.param, grad, self.status, *states]
             spec = group.spec
-            spirv = str(group.variant.spirv)
-            items, max_groups = -(-bset.n // 4), None  # one vec4 per invocation
+            spirv, items, max_groups = str(group.variant.spirv), -(-bset.n // 4), None  # a vec4 each
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-                shape = self.shape
-                quantized = bset.format.quantized
-                # 8-bit state runs the subgroup variant where the device can and the rule's
-                # package built one (a plugin built before it has only the base SPIR-V).
-                subgroups = (
-                    quantized and shape.subgroup_size > 0 and self.builder.has_shader(subgroup_spirv(spirv))
-                )
-                if subgroups:
-                    spirv = subgroup_spirv(spirv)
-                if not quantized and 23 not in self.builder.spec_ids(spirv):
-                    shape = dataclasses.replace(shape, vec4s=1)  # built before the knob
-                spec = (
-                    *spec,
-                    *padding,
-                    *bset.format.spec(shape.int8_vec4s),
-                    *uint_spec(shape.vec4s, shape.subgroup_size or 32),
-                )
-                items = shape.invocations(bset.n, quantized, subgroups)
-                max_groups = shape.int8_workgroups if quantized else None
+                b = self.builder
+                launch = update_launch(self.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
+                spirv, items, max_groups = launch.spirv, launch.items, launch.max_groups
+                spec = (*spec, *padding, *launch.spec)
             bset.spirv = spirv
-            update = self.rt.pipeline(
-                tensors,
-                self.builder.shader(spirv),
-                items,
-                spec,
-                self._push_words(group.variant),
-                max_groups=max_groups,
-            )
+            shader, push = self.builder.shader(spirv), self._push_words(group.variant)
+            update = self.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups)
             grad_format = fmt.PARAM_FORMAT[bset.format.param]
             check = check_op = None
             if self.clipper is not None:  # its pass 1 also detects non-finite gradients

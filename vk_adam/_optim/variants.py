@@ -10,7 +10,8 @@ variant existed has only the base SPIR-V and keeps running it.
 Knobs (environment variables, read when an optimizer is built), all bit-identical in results:
 
 * ``VK_ADAM_SUBGROUPS``: ``1`` forces the subgroup variant (an error on a device that cannot run
-  it), ``0`` forces the base variant; unset or ``auto``: detected.
+  it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
+  or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
   variant), or blocks per subgroup per iteration (subgroup variant); default 2 on a GPU, 1 on a
   CPU driver.
@@ -21,12 +22,15 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._runtime.devices import DeviceInfo
 from ..shaderc import SUBGROUP_SUFFIX
+from .storage import GroupFormat, uint_spec
 
 __all__ = [
     "INT8_VEC4S_ENV",
@@ -34,10 +38,12 @@ __all__ = [
     "SUBGROUPS_ENV",
     "VEC4S_ENV",
     "LoopShape",
+    "UpdateLaunch",
     "loop_shape",
     "subgroup_size",
     "subgroup_spirv",
     "subgroup_unsupported",
+    "update_launch",
 ]
 
 SUBGROUPS_ENV = "VK_ADAM_SUBGROUPS"
@@ -49,6 +55,8 @@ VEC4S_ENV = "VK_ADAM_VEC4S"
 STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
 #: Subgroup sizes the variant handles: 64 / size vec4s of a block per lane.
 SUBGROUP_SIZES = (8, 16, 32, 64)
+#: The specialization constant of ``VK_ADAM_VEC4S`` (harness version 4).
+VEC4S_SPEC_ID = 23
 #: Vec4s per 8-bit block (256 values).
 BLOCK_VEC4S = 64
 DEFAULT_INT8_WORKGROUPS = 2048
@@ -132,6 +140,40 @@ class LoopShape:
         else:
             per = self.int8_vec4s
         return -(-n_vec4 // per)
+
+
+@dataclass(frozen=True)
+class UpdateLaunch:
+    """What one buffer set's update pipeline runs: the shader (a built-in name or a ``.spv``
+    path), specialization constants 16..24, invocations for one pass and a workgroup cap."""
+
+    spirv: str
+    spec: tuple[float, ...]
+    items: int
+    max_groups: int | None
+
+
+def update_launch(
+    shape: LoopShape,
+    spirv: str,
+    form: GroupFormat,
+    n: int,
+    has_shader: Callable[[str], bool],
+    spec_ids: Callable[[str], frozenset[int]],
+) -> UpdateLaunch:
+    """The launch of a rule shader ``spirv`` (built against the harness with storage formats)
+    over ``n`` elements stored as ``form``. 8-bit state runs the subgroup variant where the
+    device can (``shape.subgroup_size``) and the rule's package built one (a plugin built before
+    it has only the base SPIR-V); a shader built before the ``VK_ADAM_VEC4S`` knob takes 1."""
+    quantized = form.quantized
+    subgroups = quantized and shape.subgroup_size > 0 and has_shader(subgroup_spirv(spirv))
+    if subgroups:
+        spirv = subgroup_spirv(spirv)
+    if not quantized and VEC4S_SPEC_ID not in spec_ids(spirv):
+        shape = dataclasses.replace(shape, vec4s=1)
+    spec = (*form.spec(shape.int8_vec4s), *uint_spec(shape.vec4s, shape.subgroup_size or 32))
+    max_groups = shape.int8_workgroups if quantized else None
+    return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups)
 
 
 def loop_shape(device: DeviceInfo) -> LoopShape:
