@@ -253,3 +253,25 @@ def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
     assert not np.array_equal(results[0][0].view(np.uint8), p0.view(np.uint8))  # it did step
     assert_same_bits(results[0], results[1])
     assert_same_bits(results[0], results[2])
+
+
+def test_a_subgroup_variant_with_another_interface_is_refused(tmp_path):
+    """Registration checks the variant beside a rule's SPIR-V too: here SGD's subgroup variant
+    (one state buffer fewer, other push constants) beside Adam's base SPIR-V."""
+    from vk_adam._rules.checks import InvalidRuleError, check_rule
+
+    adamw = default_registry().get("adamw")
+    shutil.copy(SPIRV_DIR / "adam.spv", tmp_path / "mixed.spv")
+    variants_ = {
+        key: ShaderVariant(tmp_path / "mixed.spv", v.state, v.hyper_count) if str(v.spirv) == "adam" else v
+        for key, v in adamw.variants.items()
+    }
+    rule = dataclasses.replace(adamw, name="mixed", variants=variants_)
+    check_rule(rule)  # no subgroup variant beside it: fine
+    shutil.copy(SPIRV_DIR / "adam.subgroups.spv", tmp_path / "mixed.subgroups.spv")
+    check_rule(rule)  # the matching one: fine
+    shutil.copy(SPIRV_DIR / "sgd_momentum.subgroups.spv", tmp_path / "mixed.subgroups.spv")
+    with pytest.raises(
+        InvalidRuleError, match="subgroup variant .*mixed.subgroups.spv has another interface"
+    ):
+        check_rule(rule)

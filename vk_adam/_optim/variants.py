@@ -26,10 +26,9 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from .._rules.spirv import subgroup_spirv
 from .._runtime.devices import DeviceInfo
-from ..shaderc import SUBGROUP_SUFFIX
 from .storage import GroupFormat, uint_spec
 
 __all__ = [
@@ -90,15 +89,6 @@ def subgroup_size(device: DeviceInfo) -> int:
     if raw == "1":
         raise ValueError(f"${SUBGROUPS_ENV}=1, but {device.name} cannot run the subgroup variant: {reason}")
     return 0
-
-
-def subgroup_spirv(spirv: str | Path) -> str:
-    """The subgroup variant of a rule shader: a built-in name gets ``.subgroups``, a ``.spv`` path
-    becomes ``<stem>.subgroups.spv`` in the same folder."""
-    path = Path(spirv)
-    if path.suffix != ".spv":
-        return f"{spirv}{SUBGROUP_SUFFIX}"
-    return str(path.with_name(f"{path.stem}{SUBGROUP_SUFFIX}.spv"))
 
 
 def _env_choice(name: str, allowed: tuple[int, ...], default: int) -> int:

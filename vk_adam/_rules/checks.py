@@ -20,7 +20,7 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import HARNESS_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect
+from .spirv import HARNESS_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect, subgroup_spirv
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
@@ -116,7 +116,30 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
             f"{where}: {push_bytes} bytes of push constants exceed the {MAX_PUSH_CONSTANT_BYTES} "
             "bytes every Vulkan device guarantees; move fixed values to specialization constants"
         )
+    _check_subgroup_variant(where, variant, interface)
     return interface
+
+
+def _check_subgroup_variant(where: str, variant: ShaderVariant, base: ShaderInterface) -> None:
+    """The subgroup variant beside a rule's SPIR-V (if its package built one) must have the base
+    variant's interface: vk-adam runs either with the same buffers and constants."""
+    try:
+        interface = reflect(load_spirv(subgroup_spirv(variant.spirv)))
+    except ShaderMissingError:
+        return  # built before the variant existed: the base variant runs everywhere
+    except Exception as exc:
+        raise InvalidRuleError(f"{where}: cannot read its subgroup variant's SPIR-V: {exc}") from exc
+    same = (interface.bindings, interface.push_constant_bytes, interface.status_bytes) == (
+        base.bindings,
+        base.push_constant_bytes,
+        base.status_bytes,
+    )
+    if not same or interface.spec_ids - {24} != base.spec_ids:
+        raise InvalidRuleError(
+            f"{where}: its subgroup variant {subgroup_spirv(variant.spirv)} has another interface "
+            "(bindings, push constants or specialization constants) than the base SPIR-V; rebuild "
+            "both from the same source with vk_adam.shaderc"
+        )
 
 
 def _check_setting(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ShaderMissingError
+from ..shaderc import SUBGROUP_SUFFIX
 
 SPIRV_DIR = Path(__file__).resolve().parent.parent / "_spirv"
 
@@ -47,6 +48,15 @@ def has_storage_formats(interface: ShaderInterface) -> bool:
     """Whether a rule shader was built against the harness that stores 16-bit params and
     compressed state (older plugins run with fp32 everything)."""
     return FORMAT_SPEC_IDS <= interface.spec_ids
+
+
+def subgroup_spirv(spirv: str | Path) -> str:
+    """The subgroup variant of a rule shader (``vk_adam.shaderc`` builds both): a built-in name
+    gets ``.subgroups``, a ``.spv`` path becomes ``<stem>.subgroups.spv`` in the same folder."""
+    path = Path(spirv)
+    if path.suffix != ".spv":
+        return f"{spirv}{SUBGROUP_SUFFIX}"
+    return str(path.with_name(f"{path.stem}{SUBGROUP_SUFFIX}.spv"))
 
 
 def load_spirv(name_or_path: str | Path) -> bytes:
