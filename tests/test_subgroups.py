@@ -272,6 +272,6 @@ def test_a_subgroup_variant_with_another_interface_is_refused(tmp_path):
     check_rule(rule)  # the matching one: fine
     shutil.copy(SPIRV_DIR / "sgd_momentum.subgroups.spv", tmp_path / "mixed.subgroups.spv")
     with pytest.raises(
-        InvalidRuleError, match="subgroup variant .*mixed.subgroups.spv has another interface"
+        InvalidRuleError, match=r"subgroup variant .*mixed\.subgroups\.spv has another interface"
     ):
         check_rule(rule)
