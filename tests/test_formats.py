@@ -19,6 +19,18 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
 
 
+@pytest.fixture(params=["base", "subgroups"])
+def variant(request, monkeypatch):
+    """Run a device test under each variant of the 8-bit path ($VK_ADAM_SUBGROUPS forces it)."""
+    from vk_adam._optim.variants import SUBGROUPS_ENV, subgroup_unsupported
+    from vk_adam._runtime.devices import select_device
+
+    if request.param == "subgroups" and (reason := subgroup_unsupported(select_device())):
+        pytest.skip(f"the subgroup variant cannot run here: {reason}")
+    monkeypatch.setenv(SUBGROUPS_ENV, "1" if request.param == "subgroups" else "0")
+    return request.param
+
+
 # -- the formats on the host -----------------------------------------------------------------------
 
 
@@ -89,7 +101,7 @@ def test_the_random_stream_is_a_function_of_seed_buffer_step_and_element():
 
 
 @pytest.mark.parametrize("name", ["adamw", "adam", "sgd"])
-def test_check_rule_runs_every_builtin_rule_under_every_format(name):
+def test_check_rule_runs_every_builtin_rule_under_every_format(name, variant):
     report = check_rule(default_registry().get(name), sizes=(7,), steps=3)
     settings = len(report.hyper)
     assert report.cases == settings * (1 + len(FORMAT_CASES))
@@ -185,7 +197,7 @@ def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name
     opt.close()
 
 
-def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng):
+def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng, variant):
     """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
     is partial; the GPU matches the reference step by step."""
     import kp
@@ -393,7 +405,7 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
 
 
 @pytest.mark.parametrize("signed", [True, False])
-def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng):
+def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng, variant):
     """Values on and just either side of every decision threshold of the map, tiny values and
     values near 1: the GPU's code is the emulated quantizer's, which is the nearest map value
     but within 2**-15 of a threshold. Signed: SGD's momentum buffer (= the gradient on the
@@ -470,7 +482,9 @@ def test_a_rule_can_keep_a_state_buffer_fp32(rng):
 
 
 @pytest.mark.parametrize("param_dtype, stochastic, state_dtype", FORMAT_CASES)
-def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stochastic, state_dtype, rng):
+def test_fifty_free_running_steps_stay_on_the_format_reference(
+    param_dtype, stochastic, state_dtype, rng, variant
+):
     """No re-synchronisation: the GPU and FormatReference each run 50 AdamW steps on their own.
     A rare float32 rounding across a boundary (an 8-bit code, a 16-bit ulp) then propagates, so
     the bounds are looser than the one-step checks': measured over 20 seeds, fp32 params within
@@ -498,3 +512,19 @@ def test_fifty_free_running_steps_stay_on_the_format_reference(param_dtype, stoc
         differs = np.mean(p.view(np.uint16) != np.asarray(ref.param).view(np.uint16))
         bound = 7e-3 if param_dtype == "float16" else 2e-2
         assert differs <= 0.25 and err <= bound, (differs, err)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_every_finite_16_bit_param_is_unpacked_exactly(name):
+    """Adam with lr = 0 leaves every param as it is, so the shader's unpacking (unpackHalf2x16 for
+    normal fp16 values, the bit path for subnormals; shifts for bf16) and the stochastic rounding
+    back must reproduce all finite 16-bit patterns, subnormals and both zeros included."""
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    values = bits.view(DTYPES[name])
+    p = values[np.isfinite(values.astype(np.float32))].copy()
+    before = p.view(np.uint16).copy()
+    tiny = 0x400 if name == "float16" else 0x80  # subnormals and zeros: exponent bits 0
+    assert np.count_nonzero((before & 0x7FFF) < tiny) == 2 * tiny
+    with vk_adam.Adam([p], lr=0.0, stochastic_rounding=True, state_dtype="float32") as opt:
+        opt.step([np.zeros(p.size, np.float32).astype(DTYPES[name])])
+    np.testing.assert_array_equal(p.view(np.uint16), before)

@@ -12,10 +12,14 @@ import pytest
 
 import vk_adam
 from vk_adam._rules.spirv import SPIRV_DIR, load_spirv, reflect
-from vk_adam.shaderc import INCLUDE_DIR, ShaderBuildError, compile_shaders
+from vk_adam.shaderc import INCLUDE_DIR, SUBGROUP_SUFFIX, ShaderBuildError, compile_shaders, includes_harness
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "glsl").glob("*.comp"))
+#: The update-rule shaders: each is also built as its subgroup variant, <stem>.subgroups.spv.
+RULE_SOURCES = [s for s in SOURCES if includes_harness(s, [ROOT / "glsl"])]
+#: Every SPIR-V stem a build of glsl/ writes.
+BUILT_STEMS = {s.stem for s in SOURCES} | {f"{s.stem}{SUBGROUP_SUFFIX}" for s in RULE_SOURCES}
 
 
 def test_every_glsl_source_has_an_installed_spirv_newer_than_its_sources():
@@ -31,6 +35,19 @@ def test_every_glsl_source_has_an_installed_spirv_newer_than_its_sources():
             "or reinstall the package"
         )
         assert reflect(load_spirv(source.stem)).bindings
+    for source in RULE_SOURCES:
+        variant = SPIRV_DIR / f"{source.stem}{SUBGROUP_SUFFIX}.spv"
+        assert variant.exists() and variant.stat().st_mtime >= newest_header, f"{variant} missing or stale"
+        # the variant declares the subgroup-size constant (id 24); the base variant does not
+        assert 24 in reflect(load_spirv(variant.stem)).spec_ids
+        assert 24 not in reflect(load_spirv(source.stem)).spec_ids
+
+
+def test_rule_shaders_are_told_apart_from_the_other_shaders():
+    """adam/sgd include the harness (through adam_body.glsl); copy and the gradient passes do not."""
+    stems = {s.stem for s in RULE_SOURCES}
+    assert {"adam", "adam_amsgrad", "sgd", "sgd_momentum"} <= stems
+    assert not stems & {"copy", "grad_sumsq", "grad_clip_scale", "nonfinite_check"}
 
 
 def test_no_spirv_is_tracked_by_git():
@@ -68,7 +85,7 @@ def test_shaderc_command_line_builds_plugin_style_shaders(tmp_path):
         env={**os.environ},
     )
     assert result.returncode == 0, result.stderr
-    assert {p.stem for p in out.glob("*.spv")} == {s.stem for s in SOURCES}
+    assert {p.stem for p in out.glob("*.spv")} == BUILT_STEMS
 
 
 def test_package_exports_a_typed_public_surface():
@@ -102,7 +119,7 @@ def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
         assert "vk_adam/include/vk_adam_rule.glsl" in names
         # The resident demo's application rides along, compiled, so `vk-adam demo` runs from it.
         example = {n for n in names if n.startswith("vk_adam/_examples/resident_training/")}
-    assert spv == {s.stem for s in SOURCES}
+    assert spv == BUILT_STEMS
     assert {Path(n).name for n in example} >= {
         "train.py",
         "forward_backward.comp",

@@ -11,6 +11,7 @@ from . import __version__
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from ._optim.variants import subgroup_unsupported
     from ._runtime import DEVICE_ENV, kp_features, list_devices, select_device
 
     devices = list_devices()
@@ -30,6 +31,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"{mark} [{d.index}] {d.name}")
         print(f"      type: {d.device_type}   driver: {d.driver}   Vulkan API: {d.api_version}")
         print(f"      max workgroups (x): {d.max_workgroup_count}   timestamps: {d.timestamps_supported}")
+        reason = subgroup_unsupported(d)
+        path = (
+            f"subgroup variant (subgroups of {d.subgroup_size})"
+            if reason is None
+            else f"base variant ({reason})"
+        )
+        print(f"      8-bit state: {path}")
     print(f"using [{chosen.index}] {chosen.name}  (override with --device or ${DEVICE_ENV})")
     return 0
 

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
+from .._errors import ShaderMissingError
 from .._rules.rule import ShaderVariant, UpdateRule
 from .._rules.spirv import has_storage_formats, load_spirv, reflect
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
@@ -41,6 +42,7 @@ class BufferSet:
     check_algo: Any = None
     check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
+    spirv: str = ""  # the update shader the newest pipeline runs (a name or path; variants.py)
     # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
     pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # ids of grad tensors whose pipelines a record_step used: never evicted
@@ -159,5 +161,17 @@ class GroupBuilder:
         if name not in self._spirv:
             self._spirv[name] = load_spirv(name)
         return self._spirv[name]
+
+    def has_shader(self, name: str) -> bool:
+        """Whether the compiled shader ``name`` (a built-in name or a ``.spv`` path) exists."""
+        try:
+            self.shader(name)
+        except ShaderMissingError:
+            return False
+        return True
+
+    def spec_ids(self, name: str) -> frozenset[int]:
+        """The specialization-constant ids shader ``name`` declares."""
+        return reflect(self.shader(name)).spec_ids
 
     # -- pipelines -----------------------------------------------------------------------------

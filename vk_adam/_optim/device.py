@@ -13,7 +13,6 @@ stores its values (16-bit params, compressed state) is ``storage``'s.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,15 +26,9 @@ from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
 from .storage import Storage, rng_key, uint_spec
+from .variants import LoopShape, loop_shape, update_launch
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
-
-
-def int8_vec4s(software: bool) -> int:
-    """vec4s per invocation per tile in the 8-bit path: ``$VK_ADAM_INT8_VEC4S`` (1 or 2), else
-    2 on a GPU and 1 on a CPU driver."""
-    value = os.environ.get("VK_ADAM_INT8_VEC4S", "")
-    return int(value) if value in ("1", "2") else (1 if software else 2)
 
 
 Array = npt.NDArray[Any]
@@ -74,9 +67,8 @@ class DeviceGroups:
         # formats leave unused (every binding the shader declares must be valid).
         self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
-        # 8-bit state: two vec4s per invocation between barriers on GPUs, one on CPU drivers
-        # (measured: BENCHMARKS.md, "Storage formats"); $VK_ADAM_INT8_VEC4S overrides.
-        self.int8_vec4s = int8_vec4s(rt.device.is_software)
+        # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
+        self.shape: LoopShape = loop_shape(rt.device)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self._drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
@@ -124,18 +116,18 @@ class DeviceGroups:
             states = [bset.state[s.name] for s in group.variant.state]
             tensors = [bset.param, grad, self.status, *states]
             spec = group.spec
+            spirv, items, max_groups = str(group.variant.spirv), -(-bset.n // 4), None  # a vec4 each
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-                spec = (*spec, *padding, *bset.format.spec(self.int8_vec4s))
-            update = self.rt.pipeline(
-                tensors,
-                self.builder.shader(str(group.variant.spirv)),
-                -(-bset.n // 4),  # one vec4 per invocation
-                spec,
-                self._push_words(group.variant),
-            )
+                b = self.builder
+                launch = update_launch(self.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
+                spirv, items, max_groups = launch.spirv, launch.items, launch.max_groups
+                spec = (*spec, *padding, *launch.spec)
+            bset.spirv = spirv
+            shader, push = self.builder.shader(spirv), self._push_words(group.variant)
+            update = self.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups)
             grad_format = fmt.PARAM_FORMAT[bset.format.param]
             check = check_op = None
             if self.clipper is not None:  # its pass 1 also detects non-finite gradients

@@ -20,7 +20,7 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import FORMAT_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect
+from .spirv import HARNESS_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect, subgroup_spirv
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
@@ -116,7 +116,30 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
             f"{where}: {push_bytes} bytes of push constants exceed the {MAX_PUSH_CONSTANT_BYTES} "
             "bytes every Vulkan device guarantees; move fixed values to specialization constants"
         )
+    _check_subgroup_variant(where, variant, interface)
     return interface
+
+
+def _check_subgroup_variant(where: str, variant: ShaderVariant, base: ShaderInterface) -> None:
+    """The subgroup variant beside a rule's SPIR-V (if its package built one) must have the base
+    variant's interface: vk-adam runs either with the same buffers and constants."""
+    try:
+        interface = reflect(load_spirv(subgroup_spirv(variant.spirv)))
+    except ShaderMissingError:
+        return  # built before the variant existed: the base variant runs everywhere
+    except Exception as exc:
+        raise InvalidRuleError(f"{where}: cannot read its subgroup variant's SPIR-V: {exc}") from exc
+    same = (interface.bindings, interface.push_constant_bytes, interface.status_bytes) == (
+        base.bindings,
+        base.push_constant_bytes,
+        base.status_bytes,
+    )
+    if not same or interface.spec_ids - {24} != base.spec_ids:
+        raise InvalidRuleError(
+            f"{where}: its subgroup variant {subgroup_spirv(variant.spirv)} has another interface "
+            "(bindings, push constants or specialization constants) than the base SPIR-V; rebuild "
+            "both from the same source with vk_adam.shaderc"
+        )
 
 
 def _check_setting(
@@ -142,12 +165,13 @@ def _check_setting(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
             f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
         )
-    # id 0 is VK_ADAM_ZERO_GRAD and 16..22 the storage formats, supplied by the optimizer
-    supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & FORMAT_SPEC_IDS)
+    # id 0 is VK_ADAM_ZERO_GRAD, 16..22 the storage formats and 23..24 the loop shape, supplied
+    # by the optimizer
+    supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & HARNESS_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
-        # The harness's format constants (16..22) are supplied by the optimizer: name the rest.
-        declared = sorted(set(interface.spec_ids) - FORMAT_SPEC_IDS)
-        expected = sorted(supplied - FORMAT_SPEC_IDS)
+        # The harness's constants (16..24) are supplied by the optimizer: name the rest.
+        declared = sorted(set(interface.spec_ids) - HARNESS_SPEC_IDS)
+        expected = sorted(supplied - HARNESS_SPEC_IDS)
         raise InvalidRuleError(
             f"{where}: the shader declares specialization constants {declared} but spec_constants() "
             f"returns {len(spec)} value(s) for {label}, i.e. constants {expected} "

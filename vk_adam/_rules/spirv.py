@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ShaderMissingError
+from ..shaderc import SUBGROUP_SUFFIX
 
 SPIRV_DIR = Path(__file__).resolve().parent.parent / "_spirv"
 
@@ -38,12 +39,24 @@ class ShaderInterface:
 
 #: Specialization-constant ids of the storage formats (vk_adam_rule.glsl, harness version 3).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
+#: Every specialization-constant id the optimizer supplies beyond 0: the storage formats and
+#: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4).
+HARNESS_SPEC_IDS = frozenset(range(16, 25))
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:
     """Whether a rule shader was built against the harness that stores 16-bit params and
     compressed state (older plugins run with fp32 everything)."""
     return FORMAT_SPEC_IDS <= interface.spec_ids
+
+
+def subgroup_spirv(spirv: str | Path) -> str:
+    """The subgroup variant of a rule shader (``vk_adam.shaderc`` builds both): a built-in name
+    gets ``.subgroups``, a ``.spv`` path becomes ``<stem>.subgroups.spv`` in the same folder."""
+    path = Path(spirv)
+    if path.suffix != ".spv":
+        return f"{spirv}{SUBGROUP_SUFFIX}"
+    return str(path.with_name(f"{path.stem}{SUBGROUP_SUFFIX}.spv"))
 
 
 def load_spirv(name_or_path: str | Path) -> bytes:

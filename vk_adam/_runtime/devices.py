@@ -36,11 +36,26 @@ class DeviceInfo:
     api_version: str
     max_workgroup_count: int
     timestamps_supported: bool
+    #: VkPhysicalDeviceSubgroupProperties, as a kp with vk-adam's patch 0015 reports them:
+    #: lanes per subgroup, and the VkShaderStageFlags / VkSubgroupFeatureFlags bit masks that
+    #: subgroup operations are supported in. 0 when the kp build cannot tell (stock kp).
+    subgroup_size: int = 0
+    subgroup_stages: int = 0
+    subgroup_operations: int = 0
 
     @property
     def is_software(self) -> bool:
         """A CPU implementation such as lavapipe: chosen only when no hardware GPU exists."""
         return self.device_type == "cpu" or bool(_SOFTWARE_DEVICE.search(self.name))
+
+
+def subgroup_fields(props: Any) -> dict[str, int]:
+    """DeviceInfo's subgroup fields from a kp properties dict (zeros when it has none)."""
+    return {
+        "subgroup_size": int(props.get("subgroup_size", 0)),
+        "subgroup_stages": int(props.get("subgroup_supported_stages", 0)),
+        "subgroup_operations": int(props.get("subgroup_supported_operations", 0)),
+    }
 
 
 def _vulkaninfo_summary() -> list[dict[str, str]]:
@@ -102,6 +117,7 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                 api_version=extra.get("apiVersion", "unknown"),
                 max_workgroup_count=int(props["max_work_group_count"][0]),
                 timestamps_supported=bool(props.get("timestamps_supported", False)),
+                **subgroup_fields(props),
             )
         )
     return tuple(devices)

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from .._errors import NoVulkanDeviceError
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
-from .devices import DeviceInfo
+from .devices import DeviceInfo, subgroup_fields
 
 Array = npt.NDArray[Any]
 
@@ -111,6 +111,7 @@ class Runtime:
             "unknown",
             int(props["max_work_group_count"][0]),
             bool(props.get("timestamps_supported")),
+            **subgroup_fields(props),
         )
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
@@ -164,14 +165,23 @@ class Runtime:
         return bool(tensor.tensor_type() != self.kp.TensorTypes.storage)
 
     def pipeline(
-        self, buffers: Sequence[Any], spirv: bytes, items: int, spec: Sequence[float], push_floats: int
+        self,
+        buffers: Sequence[Any],
+        spirv: bytes,
+        items: int,
+        spec: Sequence[float],
+        push_floats: int,
+        *,
+        max_groups: int | None = None,
     ) -> Any:
         """A compute pipeline over ``buffers`` (bindings 0..k-1) sized for ``items`` invocations.
 
         ``spec``: specialization constants (float32; kp's binding picks the push dtype from the
         spec dtype, so both stay float32). ``push_floats``: push-constant size in 4-byte words.
+        ``max_groups``: a lower workgroup cap for this pipeline (its shader loops over the rest).
         """
-        groups = max(1, min(self.workgroup_cap, -(-items // WORKGROUP_SIZE)))
+        cap = self.workgroup_cap if max_groups is None else min(self.workgroup_cap, max_groups)
+        groups = max(1, min(cap, -(-items // WORKGROUP_SIZE)))
         algo = self.manager.algorithm(
             list(buffers),
             spirv,

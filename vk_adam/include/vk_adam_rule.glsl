@@ -26,7 +26,7 @@
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
-// 16..22 are the storage formats below.
+// 16..21 are the storage formats below, 22..24 the loop's shape (vk_adam/_optim/variants.py).
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -45,7 +45,17 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 3
+#define VK_ADAM_HARNESS_VERSION 4
+// Loops the driver unrolls once the specialization constants that bound them are known.
+#extension GL_EXT_control_flow_attributes : enable
+// The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
+// the base variant as <name>.subgroups.spv): 8-bit state reduces each block's absmax with
+// subgroupMax instead of shared-memory atomics and barriers. The host runs it only on devices
+// whose compute stage supports subgroup arithmetic, with subgroups of 8, 16, 32 or 64 lanes.
+#ifdef VK_ADAM_SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const float VK_ADAM_ZERO_GRAD = 1.0;
@@ -57,8 +67,15 @@ layout(constant_id = 18) const uint VK_ADAM_STATE0_FORMAT = 0u;
 layout(constant_id = 19) const uint VK_ADAM_STATE1_FORMAT = 0u;
 layout(constant_id = 20) const uint VK_ADAM_STATE2_FORMAT = 0u;
 layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
-// 8-bit state: vec4s per invocation per tile, 1 or 2 (the host picks per device).
+// 8-bit state: vec4s per invocation per tile, 1 or 2 (the host picks per device); in the
+// subgroup variant, blocks per subgroup per iteration (1 or 2).
 layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 2u;
+// No 8-bit state: vec4s per invocation per tile, 1, 2 or 4 ($VK_ADAM_VEC4S; default 1).
+layout(constant_id = 23) const uint VK_ADAM_VEC4S = 1u;
+#ifdef VK_ADAM_SUBGROUPS
+// The device's subgroup size (8, 16, 32 or 64), as the host read it from the device.
+layout(constant_id = 24) const uint VK_ADAM_SUBGROUP_SIZE = 32u;
+#endif
 
 // Each buffer is declared under several views on one binding: vec4 (16-byte loads), float
 // (lane by lane), uvec2 (four 16-bit values), uint (four 8-bit codes).
@@ -154,8 +171,10 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
-    return vec4(vk_adam_16_to_f32(w.x & 0xFFFFu, fmt), vk_adam_16_to_f32(w.x >> 16, fmt),
-                vk_adam_16_to_f32(w.y & 0xFFFFu, fmt), vk_adam_16_to_f32(w.y >> 16, fmt));
+    if (fmt == 2u) {  // bf16: the upper half of an fp32, one shift or mask per value
+        return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u));
+    }
+    return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
 }
 
 uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
@@ -204,7 +223,9 @@ shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];
 // maxima. Invocation lid adds to partial lid % 8 of its block, so at most 4 lanes of a 32-wide
 // subgroup contend for one address (not 32); readers take the max of the 8 partials.
 #define VK_ADAM_PARTIALS 8u
+#ifndef VK_ADAM_SUBGROUPS
 shared uint vk_adam_block_max[2][64 * VK_ADAM_STATE_SLOTS];
+#endif
 
 // The code of a >= 0 in the map whose table starts at word `map`.
 uint vk_adam_code_of(float a, uint map) {
@@ -379,9 +400,6 @@ const bool VK_ADAM_ANY_INT8 =
 const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORMAT >= 2u
     || VK_ADAM_STATE2_FORMAT >= 2u || VK_ADAM_STATE3_FORMAT >= 2u;
 #endif
-// 8-bit state takes two vec4s per invocation: half the barriers per element, and twice the
-// loads in flight between them.
-const uint VK_ADAM_PER_INVOCATION = VK_ADAM_ANY_INT8 ? 2u : 1u;
 
 // Load, update (the rule's vk_adam_update), and store one vec4 i with its state S (vec4[]).
 #if VK_ADAM_STATE_COUNT > 0
@@ -435,6 +453,7 @@ const uint VK_ADAM_PER_INVOCATION = VK_ADAM_ANY_INT8 ? 2u : 1u;
         if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n);                   \
     }
 
+#ifndef VK_ADAM_SUBGROUPS
 // The first of the partial maxima of state buffer k's block that this invocation's vec4 in
 // half `half` of the tile belongs to.
 #define vk_adam_block_slot(k, half) (64u * (k) + 32u * (half) + 8u * (lid >> 6))
@@ -454,28 +473,16 @@ float vk_adam_block_absmax(uint bank, uint slot) {
         }                                                                        \
     }
 
-void main() {
-    const uint lid = gl_LocalInvocationID.x;
-    if (VK_ADAM_ANY_INT8) {  // the same for every invocation: a specialization constant
-        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) vk_adam_tables[w] = vk_adam_qtable[w];
-        barrier();
-    }
-    if (vk_adam_skip_step != 0u) {
-        return;  // every invocation reads the same flag: no barrier below is left half-reached
-    }
-    const uint n = vk_adam_pc.n;
-    const uint n_vec4 = (n + 3u) >> 2;
+// The 8-bit path with shared-memory block maxima (any device). A tile is 256 vec4s, one per
+// invocation; with VK_ADAM_INT8_VEC4S = 2, 512: invocation lid takes vec4 lid of each half
+// (half the barriers per element, twice the loads in flight between them). A block of 256
+// values is 64 consecutive vec4s. The trip count is the same for the whole workgroup, so the
+// loop can use barriers.
+void vk_adam_int8_loop(uint lid, uint n, uint n_vec4) {
     const bool leader = (lid & 63u) == 0u;  // writes its block's absmax
-    // Grid-stride loop over tiles (the host caps the workgroup count:
-    // maxComputeWorkGroupCount[0] is 65535 on many drivers). The trip count is the same for the
-    // whole workgroup, so the 8-bit path can use barriers. A tile is 256 vec4s, one per
-    // invocation; with 8-bit state and VK_ADAM_INT8_VEC4S = 2, 512: invocation lid takes vec4
-    // lid of each half (half the barriers per element, twice the loads in flight between
-    // them). A block of 256 values is 64 consecutive vec4s.
-    const bool two = VK_ADAM_ANY_INT8 && VK_ADAM_INT8_VEC4S > 1u;
+    const bool two = VK_ADAM_INT8_VEC4S > 1u;
     const uint tile = (two ? 2u : 1u) * gl_WorkGroupSize.x;
     const uint stride = gl_NumWorkGroups.x * tile;
-    const vec4 no_absmax = vec4(0.0);
     uint bank = 0u;
     for (uint base = gl_WorkGroupID.x * tile; base < n_vec4; base += stride) {
         const uint i0 = base + lid;
@@ -483,10 +490,6 @@ void main() {
         vec4 p0, p1;
         vec4 s0[VK_ADAM_STATE_SLOTS], s1[VK_ADAM_STATE_SLOTS];
         VK_ADAM_LOAD_AND_UPDATE(p0, s0, i0)
-        if (!VK_ADAM_ANY_INT8) {
-            VK_ADAM_STORE(p0, s0, i0, no_absmax)
-            continue;
-        }
         if (two) {
             VK_ADAM_LOAD_AND_UPDATE(p1, s1, i1)
         }
@@ -511,4 +514,153 @@ void main() {
             VK_ADAM_STORE(p1, s1, i1, amax1)
         }
     }
+}
+#else
+// The 8-bit path with subgroup block maxima. One subgroup of W = VK_ADAM_SUBGROUP_SIZE lanes
+// owns whole blocks (64 vec4s each): per iteration B = VK_ADAM_INT8_VEC4S consecutive blocks,
+// and lane l takes vec4s l, l + W, l + 2W, ... of each (R = 64 / W per block), so every load
+// instruction of the subgroup reads W consecutive vec4s. A block's absmax is one subgroupMax:
+// no shared memory, no barriers; subgroups loop over blocks on their own (grid-stride over
+// every subgroup of the dispatch). The host sizes the grid in whole subgroup iterations.
+//
+// The lane's R * B vec4s (at most 16: W = 8, B = 2) live in arrays indexed only by literals
+// (the macros below spell out each slot J): a loop index would leave them dynamically indexed
+// until the driver unrolls, and some drivers move such arrays to scratch memory before that
+// (measured on lavapipe: 3-4x slower).
+
+// The largest |value| of each 8-bit state buffer in vec4 i (component k: state buffer k), as
+// ordered uint bits; 0 for other formats and for lanes past n.
+uvec4 vk_adam_block_bits(vec4 S[VK_ADAM_STATE_SLOTS], uint i, uint n) {
+    uvec4 b = uvec4(0u);
+#if VK_ADAM_STATE_COUNT > 0
+    if (VK_ADAM_STATE0_FORMAT >= 2u) b.x = vk_adam_abs_max_bits(S[0], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+    if (VK_ADAM_STATE1_FORMAT >= 2u) b.y = vk_adam_abs_max_bits(S[1], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+    if (VK_ADAM_STATE2_FORMAT >= 2u) b.z = vk_adam_abs_max_bits(S[2], i, n);
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+    if (VK_ADAM_STATE3_FORMAT >= 2u) b.w = vk_adam_abs_max_bits(S[3], i, n);
+#endif
+    return b;
+}
+
+// The block's absmax per 8-bit state buffer: the maximum over the subgroup (one block).
+vec4 vk_adam_subgroup_absmax(uvec4 b) {
+    vec4 a = vec4(0.0);
+#if VK_ADAM_STATE_COUNT > 0
+    if (VK_ADAM_STATE0_FORMAT >= 2u) a.x = uintBitsToFloat(subgroupMax(b.x));
+#endif
+#if VK_ADAM_STATE_COUNT > 1
+    if (VK_ADAM_STATE1_FORMAT >= 2u) a.y = uintBitsToFloat(subgroupMax(b.y));
+#endif
+#if VK_ADAM_STATE_COUNT > 2
+    if (VK_ADAM_STATE2_FORMAT >= 2u) a.z = uintBitsToFloat(subgroupMax(b.z));
+#endif
+#if VK_ADAM_STATE_COUNT > 3
+    if (VK_ADAM_STATE3_FORMAT >= 2u) a.w = uintBitsToFloat(subgroupMax(b.w));
+#endif
+    return a;
+}
+
+// Slot J (a literal) of the lane: vec4 J % R of block b0 + J / R.
+#define VK_ADAM_SG_INDEX(J) (((b0 + (J) / R) << 6) + ((J) % R) * W + lane)
+#define VK_ADAM_SG_LOAD(J)                                                       \
+    if ((J) < R * B) {                                                           \
+        const uint i = VK_ADAM_SG_INDEX(J);                                      \
+        VK_ADAM_LOAD_AND_UPDATE(p[J], s[J], i)                                   \
+        if ((J) < R) {                                                           \
+            bits0 = max(bits0, vk_adam_block_bits(s[J], i, n));                 \
+        } else {                                                                 \
+            bits1 = max(bits1, vk_adam_block_bits(s[J], i, n));                 \
+        }                                                                        \
+    }
+#define VK_ADAM_SG_STORE(J)                                                      \
+    if ((J) < R * B) {                                                           \
+        const uint i = VK_ADAM_SG_INDEX(J);                                      \
+        const bool leader = lane == 0u && (J) % R == 0u; /* vec4 0 of a block */ \
+        VK_ADAM_STORE(p[J], s[J], i, ((J) < R ? amax0 : amax1))                  \
+    }
+
+void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
+    const uint W = VK_ADAM_SUBGROUP_SIZE;
+    const uint R = 64u / VK_ADAM_SUBGROUP_SIZE;
+    const uint B = VK_ADAM_INT8_VEC4S > 1u ? 2u : 1u;
+    const uint lane = gl_SubgroupInvocationID;
+    const uint n_blocks = (n_vec4 + 63u) >> 6;
+    const uint stride = gl_NumWorkGroups.x * gl_NumSubgroups * B;
+    // The loop bound is the same for every lane of a subgroup: subgroupMax runs in uniform
+    // control flow.
+    for (uint b0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * B; b0 < n_blocks; b0 += stride) {
+        vec4 p[16];
+        vec4 s[16][VK_ADAM_STATE_SLOTS];
+        uvec4 bits0 = uvec4(0u), bits1 = uvec4(0u);
+        // Every load of the iteration first (the rule's math in between needs none of the
+        // stores), so all of them are in flight together.
+        VK_ADAM_SG_LOAD(0u) VK_ADAM_SG_LOAD(1u) VK_ADAM_SG_LOAD(2u) VK_ADAM_SG_LOAD(3u)
+        VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)
+        VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)
+        VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
+        const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
+        const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
+        VK_ADAM_SG_STORE(0u) VK_ADAM_SG_STORE(1u) VK_ADAM_SG_STORE(2u) VK_ADAM_SG_STORE(3u)
+        VK_ADAM_SG_STORE(4u) VK_ADAM_SG_STORE(5u) VK_ADAM_SG_STORE(6u) VK_ADAM_SG_STORE(7u)
+        VK_ADAM_SG_STORE(8u) VK_ADAM_SG_STORE(9u) VK_ADAM_SG_STORE(10u) VK_ADAM_SG_STORE(11u)
+        VK_ADAM_SG_STORE(12u) VK_ADAM_SG_STORE(13u) VK_ADAM_SG_STORE(14u) VK_ADAM_SG_STORE(15u)
+    }
+}
+#endif
+
+// No 8-bit state: VK_ADAM_VEC4S vec4s per invocation per tile of 256 * VK_ADAM_VEC4S vec4s,
+// invocation lid taking vec4s lid, lid + 256, ... (each load instruction of the workgroup
+// reads consecutive vec4s); all loads first, then the stores. Slots indexed by literals only
+// (see the subgroup loop above).
+#define VK_ADAM_PLAIN_LOAD(J)                                                    \
+    if ((J) < V) {                                                               \
+        const uint i = base + lid + (J) * gl_WorkGroupSize.x;                    \
+        VK_ADAM_LOAD_AND_UPDATE(p[J], s[J], i)                                   \
+    }
+#define VK_ADAM_PLAIN_STORE(J)                                                   \
+    if ((J) < V) {                                                               \
+        const uint i = base + lid + (J) * gl_WorkGroupSize.x;                    \
+        VK_ADAM_STORE(p[J], s[J], i, no_absmax)                                  \
+    }
+
+void vk_adam_plain_loop(uint lid, uint n, uint n_vec4) {
+    const bool leader = false;  // no absmax to write
+    const vec4 no_absmax = vec4(0.0);
+    const uint V = VK_ADAM_VEC4S;
+    const uint tile = V * gl_WorkGroupSize.x;
+    for (uint base = gl_WorkGroupID.x * tile; base < n_vec4; base += gl_NumWorkGroups.x * tile) {
+        vec4 p[4];
+        vec4 s[4][VK_ADAM_STATE_SLOTS];
+        VK_ADAM_PLAIN_LOAD(0u) VK_ADAM_PLAIN_LOAD(1u) VK_ADAM_PLAIN_LOAD(2u) VK_ADAM_PLAIN_LOAD(3u)
+        VK_ADAM_PLAIN_STORE(0u) VK_ADAM_PLAIN_STORE(1u) VK_ADAM_PLAIN_STORE(2u) VK_ADAM_PLAIN_STORE(3u)
+    }
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    if (VK_ADAM_ANY_INT8) {  // the same for every invocation: a specialization constant
+        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) vk_adam_tables[w] = vk_adam_qtable[w];
+        barrier();
+    }
+    if (vk_adam_skip_step != 0u) {
+        return;  // every invocation reads the same flag: no barrier below is left half-reached
+    }
+    const uint n = vk_adam_pc.n;
+    const uint n_vec4 = (n + 3u) >> 2;
+    // Grid-stride loops (the host caps the workgroup count: maxComputeWorkGroupCount[0] is
+    // 65535 on many drivers, and 8-bit state copies its tables once per workgroup).
+    if (!VK_ADAM_ANY_INT8) {
+        vk_adam_plain_loop(lid, n, n_vec4);
+        return;
+    }
+#ifdef VK_ADAM_SUBGROUPS
+    vk_adam_int8_subgroup_loop(n, n_vec4);
+#else
+    vk_adam_int8_loop(lid, n, n_vec4);
+#endif
 }

@@ -79,6 +79,7 @@ def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, war
             assert opt.last_gpu_seconds is not None
             gpu.append(opt.last_gpu_seconds)
         mem = opt.memory_bytes()
+        shader = opt._dev.groups[0].sets[0].spirv  # which variant ran (variants.py)
     finally:
         opt.close()
     resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
@@ -89,7 +90,25 @@ def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, war
         "gpu_ms": statistics.median(gpu) * 1e3,
         "bytes_per_element": bytes_per_element(cfg),
         "resident_bytes_per_param": resident / n,
+        "shader": shader,
     }
+
+
+def knob_settings() -> dict[str, str]:
+    """The loop-shape knobs set in the environment (variants.py), for the report."""
+    import os
+
+    from ..._optim import variants
+    from ..._runtime.runtime import MAX_WORKGROUPS_ENV
+
+    names = (
+        variants.SUBGROUPS_ENV,
+        variants.VEC4S_ENV,
+        variants.INT8_VEC4S_ENV,
+        variants.INT8_WORKGROUPS_ENV,
+        MAX_WORKGROUPS_ENV,
+    )
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def bench_torch_formats(n: int, steps: int) -> list[dict[str, Any]]:
@@ -163,7 +182,7 @@ def run_formats_bench(
         row["vs_vk_fp32"] = row["gpu_ms"] / base["gpu_ms"] if base and "gpu_ms" in base else None
         row["GBps"] = row["bytes_per_element"] * row["elements"] / (row["gpu_ms"] * 1e-3) / 1e9
         row["copy_fraction"] = row["GBps"] / copy_gbps if copy_gbps else None
-    report = {"copy_GBps": copy_gbps, "rows": rows}
+    report = {"copy_GBps": copy_gbps, "knobs": knob_settings(), "rows": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "formats.json").write_text(json.dumps(report, indent=2))
     table = format_table(report)
@@ -187,4 +206,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"| {r['elements']:,} | {name} | {r['gpu_ms']:.3f} | {ratio} | {r['bytes_per_element']:.2f} "
             f"| {r['GBps']:.0f} | {share} | {r['resident_bytes_per_param']:.2f} |"
         )
+    shaders = sorted({r["shader"] for r in report["rows"] if r.get("shader")})
+    knobs = " ".join(f"{k}={v}" for k, v in report.get("knobs", {}).items()) or "none set"
+    lines += ["", f"Shaders: {', '.join(shaders) or 'n/a'}. Knobs: {knobs}."]
     return "\n".join(lines)

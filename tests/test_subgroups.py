@@ -1,0 +1,277 @@
+"""The subgroup variant of the 8-bit path and the loop-shape knobs (vk_adam/_optim/variants.py).
+
+Selection is tested on fake device properties; both variants, every knob value and the
+fallbacks run on the real device (lavapipe here) and must give the same bits as the base
+variant with default knobs. Agreement with the format reference is test_formats.py's, which
+runs its device tests under both variants."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam._optim import variants
+from vk_adam._optim.variants import LoopShape, loop_shape, subgroup_size, subgroup_spirv, subgroup_unsupported
+from vk_adam._rules.registry import default_registry
+from vk_adam._rules.rule import ShaderVariant
+from vk_adam._rules.spirv import SPIRV_DIR
+from vk_adam._runtime.devices import DeviceInfo, select_device
+
+ALL_KNOBS = (
+    variants.SUBGROUPS_ENV,
+    variants.VEC4S_ENV,
+    variants.INT8_VEC4S_ENV,
+    variants.INT8_WORKGROUPS_ENV,
+)
+COMPUTE, BASIC, ARITHMETIC = 0x20, 0x1, 0x4
+
+
+@pytest.fixture(autouse=True)
+def _no_knobs(monkeypatch):
+    for name in ALL_KNOBS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def fake_device(
+    size: int = 32, stages: int = COMPUTE | 0x10, ops: int = 0x7F, name: str = "fake GPU"
+) -> DeviceInfo:
+    return DeviceInfo(0, name, "discrete", "fake", "1.3", 65535, True, size, stages, ops)
+
+
+# -- selection on fake properties -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [8, 16, 32, 64])
+def test_a_device_with_subgroup_arithmetic_in_compute_gets_the_variant(size):
+    assert subgroup_unsupported(fake_device(size)) is None
+    assert subgroup_size(fake_device(size)) == size
+
+
+@pytest.mark.parametrize(
+    "device, reason",
+    [
+        (fake_device(ops=BASIC | 0x2 | 0x8), "no subgroup arithmetic"),
+        (fake_device(stages=0x10), "no subgroup operations in compute"),
+        (fake_device(size=128), "subgroup size is 128"),
+        (fake_device(size=4), "subgroup size is 4"),
+        (fake_device(size=0, stages=0, ops=0), "does not report subgroup properties"),
+    ],
+)
+def test_a_device_without_what_the_variant_needs_gets_the_base_variant(device, reason, monkeypatch):
+    assert reason in (subgroup_unsupported(device) or "")
+    assert subgroup_size(device) == 0
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "auto")
+    assert subgroup_size(device) == 0
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")  # forcing it there is an error that says why
+    with pytest.raises(ValueError, match=reason):
+        subgroup_size(device)
+
+
+def test_the_environment_forces_either_variant(monkeypatch):
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
+    assert subgroup_size(fake_device(32)) == 0
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")
+    assert subgroup_size(fake_device(32)) == 32
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "yes")
+    with pytest.raises(ValueError, match="VK_ADAM_SUBGROUPS must be 0, 1 or auto"):
+        subgroup_size(fake_device(32))
+
+
+def test_knob_defaults_and_refusals(monkeypatch):
+    assert loop_shape(fake_device(32)) == LoopShape(1, 2, 32, variants.DEFAULT_INT8_WORKGROUPS)
+    assert loop_shape(fake_device(8, name="llvmpipe (LLVM 15.0.6, 256 bits)")).int8_vec4s == 1
+    monkeypatch.setenv(variants.VEC4S_ENV, "4")
+    monkeypatch.setenv(variants.INT8_VEC4S_ENV, "1")
+    monkeypatch.setenv(variants.INT8_WORKGROUPS_ENV, "96")
+    assert loop_shape(fake_device(32)) == LoopShape(4, 1, 32, 96)
+    for name, bad in (
+        (variants.VEC4S_ENV, "3"),
+        (variants.INT8_VEC4S_ENV, "4"),
+        (variants.INT8_WORKGROUPS_ENV, "0"),
+    ):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError, match=name):
+            loop_shape(fake_device(32))
+        monkeypatch.delenv(name)
+
+
+def test_invocations_cover_one_pass_of_each_loop():
+    shape = LoopShape(vec4s=4, int8_vec4s=2, subgroup_size=32)
+    n = 4 * 1000 + 1  # 1001 vec4s, 16 blocks
+    assert shape.invocations(n, quantized=False, subgroups=False) == 251
+    assert shape.invocations(n, quantized=True, subgroups=False) == 501
+    assert shape.invocations(n, quantized=True, subgroups=True) == 251  # 2 blocks x 2 vec4s per lane
+
+
+def test_variant_names():
+    assert subgroup_spirv("adam") == "adam.subgroups"
+    assert subgroup_spirv("/x/y/lion.spv") == "/x/y/lion.subgroups.spv"
+
+
+# -- the real device -----------------------------------------------------------------------------------
+
+
+def test_the_device_reports_its_subgroup_properties():
+    """The patched kp (patch 0015) reports them; lavapipe supports arithmetic in compute."""
+    from vk_adam._runtime._kp import kp_features
+
+    if "subgroup properties" not in kp_features().patches:
+        pytest.skip("this kp build predates patch 0015 (stock kp): no subgroup properties")
+    device = select_device()
+    assert device.subgroup_size in (4, 8, 16, 32, 64, 128)
+    assert device.subgroup_stages & COMPUTE and device.subgroup_operations & BASIC
+    if device.is_software:  # lavapipe (Mesa 22.3): subgroups of 8 lanes (256-bit vectors)
+        assert subgroup_unsupported(device) is None
+
+
+FORMATS = [("float32", False), ("bfloat16", True), ("float16", True), ("bfloat16", False), ("float16", False)]
+
+
+def run_int8(param_dtype: str, stochastic: bool, n: int, seed: int, steps: int = 3, rule: str = "adamw"):
+    """Params, 8-bit state (codes and absmax) after a few steps, and the shader each set ran."""
+    rng = np.random.default_rng(seed)
+    dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": vk_adam._formats.BFLOAT16}[param_dtype]
+    p = rng.standard_normal(n).astype(np.float32).astype(dtype)
+    opt = vk_adam.Optimizer(
+        [p],
+        default_registry().get(rule),
+        lr=1e-2,
+        state_dtype="int8-blockwise",
+        stochastic_rounding=stochastic,
+        seed=3,
+    )
+    with opt:
+        for _ in range(steps):
+            opt.step([(rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 1)).astype(np.float32).astype(dtype)])
+        state = opt.state_dict()["state"][0]
+        shaders = [b.spirv for g in opt._dev.groups for b in g.sets]
+    return p.copy(), state, shaders
+
+
+def assert_same_bits(a, b):
+    (pa, sa, _), (pb, sb, _) = a, b
+    np.testing.assert_array_equal(pa.view(np.uint8), pb.view(np.uint8))
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        a, b = np.atleast_1d(np.asarray(sa[key])), np.atleast_1d(np.asarray(sb[key]))
+        assert a.dtype == b.dtype, key
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), key)
+
+
+@pytest.mark.parametrize("param_dtype, stochastic", FORMATS)
+def test_both_variants_give_the_same_bits(param_dtype, stochastic, monkeypatch):
+    """Partial last vec4 and block, many blocks per subgroup (one workgroup: the grid-stride
+    loop), one and two blocks per iteration: every shape equals the base variant's default."""
+    n = 256 * 37 + 4 * 5 + 3
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
+    base = run_int8(param_dtype, stochastic, n, seed=11)
+    assert all(s == "adam" for s in base[2])
+    for knobs in ({"VK_ADAM_INT8_VEC4S": "1"}, {"VK_ADAM_INT8_VEC4S": "2"}, {"VK_ADAM_INT8_WORKGROUPS": "1"}):
+        for forced in ("0", "1"):
+            monkeypatch.setenv(variants.SUBGROUPS_ENV, forced)
+            for name, value in knobs.items():
+                monkeypatch.setenv(name, value)
+            got = run_int8(param_dtype, stochastic, n, seed=11)
+            assert all(s == ("adam.subgroups" if forced == "1" else "adam") for s in got[2])
+            assert_same_bits(got, base)
+            for name in knobs:
+                monkeypatch.delenv(name)
+
+
+def test_detection_picks_the_subgroup_variant_here_when_the_device_has_it():
+    device = select_device()
+    _, _, shaders = run_int8("float32", False, 4096 + 256, seed=5, steps=1)
+    want = "adam.subgroups" if subgroup_unsupported(device) is None else "adam"
+    assert shaders == [want]
+    # without 8-bit state the base variant runs whatever the device
+    with vk_adam.AdamW([np.zeros(5000, np.float32)], state_dtype="bfloat16") as opt:
+        opt.step([np.ones(5000, np.float32)])
+        assert [b.spirv for g in opt._dev.groups for b in g.sets] == ["adam"]
+
+
+def test_a_rule_without_the_subgroup_spirv_falls_back_to_the_base_variant(tmp_path, monkeypatch):
+    """A plugin built before the variant existed ships only <name>.spv: it runs that, with the
+    same results, even where the variant is forced."""
+    adamw = default_registry().get("adamw")
+    shutil.copy(SPIRV_DIR / "adam.spv", tmp_path / "old_adam.spv")
+    variants_ = {
+        key: ShaderVariant(tmp_path / "old_adam.spv", v.state, v.hyper_count) if str(v.spirv) == "adam" else v
+        for key, v in adamw.variants.items()
+    }
+    old = dataclasses.replace(adamw, name="old_plugin_adamw", variants=variants_)
+    rng = np.random.default_rng(2)
+    n = 256 * 20 + 7
+    p0, grads = rng.standard_normal(n).astype(np.float32), rng.standard_normal((3, n)).astype(np.float32)
+    results = []
+    for rule, forced in ((adamw, "0"), (old, "1")):
+        monkeypatch.setenv(variants.SUBGROUPS_ENV, forced)
+        p = p0.copy()
+        with vk_adam.Optimizer([p], rule, lr=1e-2, state_dtype="int8-blockwise") as opt:
+            for g in grads:
+                opt.step([g])
+            results.append(
+                (p, opt.state_dict()["state"][0], [b.spirv for gr in opt._dev.groups for b in gr.sets])
+            )
+    assert results[1][2] == [str(tmp_path / "old_adam.spv")]
+    assert_same_bits(results[0], results[1])
+    # with its subgroup SPIR-V next to it, the same rule runs the variant
+    shutil.copy(SPIRV_DIR / "adam.subgroups.spv", tmp_path / "old_adam.subgroups.spv")
+    with vk_adam.Optimizer([p0.copy()], old, lr=1e-2, state_dtype="int8-blockwise") as opt:
+        opt.step([grads[0]])
+        assert [b.spirv for g in opt._dev.groups for b in g.sets] == [
+            str(tmp_path / "old_adam.subgroups.spv")
+        ]
+
+
+@pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(
+    "param_dtype, stochastic", [("float32", False), ("bfloat16", True), ("float16", False)]
+)
+def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
+    param_dtype, stochastic, state_dtype, monkeypatch
+):
+    rng = np.random.default_rng(4)
+    dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": vk_adam._formats.BFLOAT16}[param_dtype]
+    n = 256 * 4 * 9 + 4 * 3 + 1  # a partial vec4, a partial tile at every vec4s value
+    p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
+    grads = (rng.standard_normal((3, n)) * 0.1).astype(np.float32).astype(dtype)
+    results = []
+    for vec4s in ("1", "2", "4"):
+        monkeypatch.setenv(variants.VEC4S_ENV, vec4s)
+        monkeypatch.setenv("VK_ADAM_MAX_WORKGROUPS", "2")  # the grid-stride loop goes round
+        p = p0.copy()
+        with vk_adam.AdamW(
+            [p], lr=1e-2, state_dtype=state_dtype, stochastic_rounding=stochastic, seed=9
+        ) as opt:
+            for g in grads:
+                opt.step([g])
+            results.append((p, opt.state_dict()["state"][0], None))
+    assert not np.array_equal(results[0][0].view(np.uint8), p0.view(np.uint8))  # it did step
+    assert_same_bits(results[0], results[1])
+    assert_same_bits(results[0], results[2])
+
+
+def test_a_subgroup_variant_with_another_interface_is_refused(tmp_path):
+    """Registration checks the variant beside a rule's SPIR-V too: here SGD's subgroup variant
+    (one state buffer fewer, other push constants) beside Adam's base SPIR-V."""
+    from vk_adam._rules.checks import InvalidRuleError, check_rule
+
+    adamw = default_registry().get("adamw")
+    shutil.copy(SPIRV_DIR / "adam.spv", tmp_path / "mixed.spv")
+    variants_ = {
+        key: ShaderVariant(tmp_path / "mixed.spv", v.state, v.hyper_count) if str(v.spirv) == "adam" else v
+        for key, v in adamw.variants.items()
+    }
+    rule = dataclasses.replace(adamw, name="mixed", variants=variants_)
+    check_rule(rule)  # no subgroup variant beside it: fine
+    shutil.copy(SPIRV_DIR / "adam.subgroups.spv", tmp_path / "mixed.subgroups.spv")
+    check_rule(rule)  # the matching one: fine
+    shutil.copy(SPIRV_DIR / "sgd_momentum.subgroups.spv", tmp_path / "mixed.subgroups.spv")
+    with pytest.raises(
+        InvalidRuleError, match=r"subgroup variant .*mixed\.subgroups\.spv has another interface"
+    ):
+        check_rule(rule)

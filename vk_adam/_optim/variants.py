@@ -1,0 +1,177 @@
+"""Which compiled shader an update dispatch runs on a device, and the shape of its loop.
+
+Every rule shader is built twice (``vk_adam.shaderc``): ``<name>.spv`` runs on any device, and
+``<name>.subgroups.spv`` reduces the block maxima of 8-bit state with ``subgroupMax`` instead of
+shared-memory atomics and barriers. The host picks the subgroup variant by feature detection:
+subgroup arithmetic supported in the compute stage, and a subgroup size the variant handles (a
+block of 64 vec4s must split evenly over one subgroup). A rule whose package was built before the
+variant existed has only the base SPIR-V and keeps running it.
+
+Knobs (environment variables, read when an optimizer is built), all bit-identical in results:
+
+* ``VK_ADAM_SUBGROUPS``: ``1`` forces the subgroup variant (an error on a device that cannot run
+  it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
+  or ``auto``: detected.
+* ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
+  variant), or blocks per subgroup per iteration (subgroup variant); default 2 on a GPU, 1 on a
+  CPU driver.
+* ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (each copies the
+  14 KiB quantization tables into shared memory once, then loops); default 2048.
+* ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._rules.spirv import subgroup_spirv
+from .._runtime.devices import DeviceInfo
+from .storage import GroupFormat, uint_spec
+
+__all__ = [
+    "INT8_VEC4S_ENV",
+    "INT8_WORKGROUPS_ENV",
+    "SUBGROUPS_ENV",
+    "VEC4S_ENV",
+    "LoopShape",
+    "UpdateLaunch",
+    "loop_shape",
+    "subgroup_size",
+    "subgroup_spirv",
+    "subgroup_unsupported",
+    "update_launch",
+]
+
+SUBGROUPS_ENV = "VK_ADAM_SUBGROUPS"
+INT8_VEC4S_ENV = "VK_ADAM_INT8_VEC4S"
+INT8_WORKGROUPS_ENV = "VK_ADAM_INT8_WORKGROUPS"
+VEC4S_ENV = "VK_ADAM_VEC4S"
+
+#: VK_SHADER_STAGE_COMPUTE_BIT, VK_SUBGROUP_FEATURE_BASIC_BIT, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT.
+STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
+#: Subgroup sizes the variant handles: 64 / size vec4s of a block per lane.
+SUBGROUP_SIZES = (8, 16, 32, 64)
+#: The specialization constant of ``VK_ADAM_VEC4S`` (harness version 4).
+VEC4S_SPEC_ID = 23
+#: Vec4s per 8-bit block (256 values).
+BLOCK_VEC4S = 64
+DEFAULT_INT8_WORKGROUPS = 2048
+
+
+def subgroup_unsupported(device: DeviceInfo) -> str | None:
+    """Why ``device`` cannot run the subgroup variant, or None when it can."""
+    if device.subgroup_size == 0:
+        return "the kp build does not report subgroup properties (a kp without vk-adam's patch 0015)"
+    if not device.subgroup_stages & STAGE_COMPUTE:
+        return "the device supports no subgroup operations in compute shaders"
+    needed = SUBGROUP_BASIC | SUBGROUP_ARITHMETIC
+    if device.subgroup_operations & needed != needed:
+        return "the device supports no subgroup arithmetic"
+    if device.subgroup_size not in SUBGROUP_SIZES:
+        return f"its subgroup size is {device.subgroup_size}, not one of {SUBGROUP_SIZES}"
+    return None
+
+
+def subgroup_size(device: DeviceInfo) -> int:
+    """The subgroup size the 8-bit path's subgroup variant runs with on ``device``, or 0 for the
+    base variant (see ``$VK_ADAM_SUBGROUPS`` in the module docstring)."""
+    raw = os.environ.get(SUBGROUPS_ENV, "").strip().lower()
+    if raw not in ("", "auto", "0", "1"):
+        raise ValueError(f"${SUBGROUPS_ENV} must be 0, 1 or auto (got {raw!r})")
+    if raw == "0":
+        return 0
+    reason = subgroup_unsupported(device)
+    if reason is None:
+        return device.subgroup_size
+    if raw == "1":
+        raise ValueError(f"${SUBGROUPS_ENV}=1, but {device.name} cannot run the subgroup variant: {reason}")
+    return 0
+
+
+def _env_choice(name: str, allowed: tuple[int, ...], default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) not in allowed:
+        raise ValueError(f"${name} must be one of {', '.join(map(str, allowed))} (got {raw!r})")
+    return int(raw)
+
+
+def _env_count(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${name} must be a positive workgroup count (got {raw!r})")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """How the update shader's loop is shaped on one device (specialization constants 22-24 and
+    the workgroup count); see the module docstring for each knob."""
+
+    vec4s: int = 1  # per invocation, no 8-bit state
+    int8_vec4s: int = 2  # per invocation (base variant) or blocks per subgroup (subgroup variant)
+    subgroup_size: int = 0  # 0: the base variant
+    int8_workgroups: int = DEFAULT_INT8_WORKGROUPS
+
+    def invocations(self, n: int, quantized: bool, subgroups: bool) -> int:
+        """Invocations that cover ``n`` elements in one pass of the loop (before the workgroup
+        cap): the host dispatches no workgroup that would find no work."""
+        n_vec4 = -(-n // 4)
+        if not quantized:
+            per = self.vec4s
+        elif subgroups:
+            per = BLOCK_VEC4S // self.subgroup_size * self.int8_vec4s
+        else:
+            per = self.int8_vec4s
+        return -(-n_vec4 // per)
+
+
+@dataclass(frozen=True)
+class UpdateLaunch:
+    """What one buffer set's update pipeline runs: the shader (a built-in name or a ``.spv``
+    path), specialization constants 16..24, invocations for one pass and a workgroup cap."""
+
+    spirv: str
+    spec: tuple[float, ...]
+    items: int
+    max_groups: int | None
+
+
+def update_launch(
+    shape: LoopShape,
+    spirv: str,
+    form: GroupFormat,
+    n: int,
+    has_shader: Callable[[str], bool],
+    spec_ids: Callable[[str], frozenset[int]],
+) -> UpdateLaunch:
+    """The launch of a rule shader ``spirv`` (built against the harness with storage formats)
+    over ``n`` elements stored as ``form``. 8-bit state runs the subgroup variant where the
+    device can (``shape.subgroup_size``) and the rule's package built one (a plugin built before
+    it has only the base SPIR-V); a shader built before the ``VK_ADAM_VEC4S`` knob takes 1."""
+    quantized = form.quantized
+    subgroups = quantized and shape.subgroup_size > 0 and has_shader(subgroup_spirv(spirv))
+    if subgroups:
+        spirv = subgroup_spirv(spirv)
+    if not quantized and VEC4S_SPEC_ID not in spec_ids(spirv):
+        shape = dataclasses.replace(shape, vec4s=1)
+    spec = (*form.spec(shape.int8_vec4s), *uint_spec(shape.vec4s, shape.subgroup_size or 32))
+    max_groups = shape.int8_workgroups if quantized else None
+    return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups)
+
+
+def loop_shape(device: DeviceInfo) -> LoopShape:
+    """The loop shape on ``device``: defaults per device kind, then the environment's knobs."""
+    return LoopShape(
+        vec4s=_env_choice(VEC4S_ENV, (1, 2, 4), 1),
+        # measured: BENCHMARKS.md, "Storage formats" (two on GPUs, one on CPU drivers)
+        int8_vec4s=_env_choice(INT8_VEC4S_ENV, (1, 2), 1 if device.is_software else 2),
+        subgroup_size=subgroup_size(device),
+        int8_workgroups=_env_count(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
+    )
