@@ -83,7 +83,8 @@ def main() -> None:
                     os.environ.pop(k, None)
                 os.environ.update(setting)
                 ms, shader = gpu_ms(cfg, p, g, args.repeats)
-                row = {"config": cfg.label, "elements": n, **setting, "gpu_ms": round(ms, 4), "shader": shader}
+                row = {"config": cfg.label, "elements": n, **setting, "gpu_ms": round(ms, 4)}
+                row["shader"] = shader
                 print(json.dumps(row), flush=True)
                 key = (cfg.label, n)
                 if key not in best or ms < best[key][0]:
