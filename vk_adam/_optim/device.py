@@ -286,8 +286,7 @@ class DeviceGroups:
             bset.push.view(np.uint32)[0] = bset.n
         push: F32 = bset.push
         push[1 : 1 + len(values)] = values
-        if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:
-            # the rng key: read only by stochastic rounding
+        if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:  # the rng key
             push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
         return push
 

@@ -112,10 +112,7 @@ class Optimizer(DeviceAccess):
                 self.zeroes_grad,
                 self.skip_nonfinite,
                 clip=max_norm is not None,
-                # InFlight's own method, not this optimizer's: a bound method of ``self`` here
-                # would make a reference cycle, leaving every optimizer (and its kp objects) to
-                # the cyclic garbage collector instead of freeing it when the last reference goes.
-                drain=self._in_flight.drain,
+                drain=self._in_flight.drain,  # not self._drain: no reference cycle (CHANGELOG)
                 storage=Storage(state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows)),
             )
             self._dev.max_norm = max_norm or 0.0
@@ -145,8 +142,7 @@ class Optimizer(DeviceAccess):
         """
         started = time.perf_counter()
         self._check_open()
-        if wait is not True and wait is not False:  # the common case without a call
-            check_options(None, None, wait=wait)
+        wait is True or wait is False or check_options(None, None, wait=wait)
         prepared = prepare_grads(grads, self._groups)
         if not wait and self.skip_nonfinite:
             raise ValueError(
