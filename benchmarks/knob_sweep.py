@@ -18,12 +18,8 @@ import argparse
 import json
 import os
 import statistics
-from typing import Any
 
-import numpy as np
-
-from vk_adam import _formats as fmt
-from vk_adam._commands.bench.formats import CONFIGS, FormatConfig
+from vk_adam._commands.bench.formats import CONFIGS, format_data, time_format_step
 
 INT8_SETTINGS = [
     {"VK_ADAM_SUBGROUPS": "0", "VK_ADAM_INT8_VEC4S": "2", "VK_ADAM_INT8_WORKGROUPS": "2048"},
@@ -37,52 +33,24 @@ PLAIN_SETTINGS = [{"VK_ADAM_VEC4S": v} for v in ("1", "2", "4")]
 KNOBS = sorted({k for s in INT8_SETTINGS + PLAIN_SETTINGS for k in s})
 
 
-def gpu_ms(cfg: FormatConfig, p: Any, g: Any, repeats: int) -> tuple[float, str]:
-    from vk_adam._optim.optimizer import Optimizer
-
-    opt = Optimizer(
-        [p],
-        "adamw",
-        zero_grad=False,
-        profile=True,
-        lr=1e-4,
-        state_dtype=cfg.state_dtype,
-        stochastic_rounding=cfg.stochastic_rounding,
-    )
-    try:
-        opt.step([g])  # uploads the gradient once; later steps read it on the device
-        for _ in range(3):
-            opt.step()
-        times = []
-        for _ in range(repeats):
-            opt.step()
-            assert opt.last_gpu_seconds is not None
-            times.append(opt.last_gpu_seconds)
-        return statistics.median(times) * 1e3, str(opt._dev.groups[0].sets[0].spirv)
-    finally:
-        opt.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--elements", type=int, nargs="+", default=[2**22, 2**24, 2**28])
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
     best: dict[tuple[str, int], tuple[float, dict[str, str]]] = {}
     for n in args.elements:
         for cfg in CONFIGS:
             int8 = cfg.state_dtype == "int8-blockwise"
             if n < 2**24 and int8:
                 continue  # the 8-bit targets are at 16.8M and 268M
-            dtype = fmt.NUMPY_DTYPES[cfg.param_dtype]
-            p = rng.standard_normal(n, dtype=np.float32).astype(dtype)
-            g = (rng.standard_normal(n, dtype=np.float32) * 1e-2).astype(dtype)
+            p, g = format_data(cfg, n)
             for setting in INT8_SETTINGS if int8 else PLAIN_SETTINGS:
                 for k in KNOBS:
                     os.environ.pop(k, None)
                 os.environ.update(setting)
-                ms, shader = gpu_ms(cfg, p, g, args.repeats)
+                times, shader, _ = time_format_step(cfg, p, g, args.repeats, 3)
+                ms = statistics.median(times) * 1e3
                 row = {"config": cfg.label, "elements": n, **setting, "gpu_ms": round(ms, 4)}
                 row["shader"] = shader
                 print(json.dumps(row), flush=True)

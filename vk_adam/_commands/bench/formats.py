@@ -52,13 +52,22 @@ def bytes_per_element(cfg: FormatConfig) -> float:
     return moved + 2 * state  # exp_avg and exp_avg_sq, each read + written
 
 
-def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, warmup: int) -> dict[str, Any]:
-    from ..._optim.optimizer import Optimizer
-
+def format_data(cfg: FormatConfig, n: int) -> tuple[Any, Any]:
+    """A param and a gradient of ``n`` elements in ``cfg``'s param dtype (the same every call)."""
     rng = np.random.default_rng(0)
     dtype = fmt.NUMPY_DTYPES[cfg.param_dtype]
     p = rng.standard_normal(n, dtype=np.float32).astype(dtype)
     g = (rng.standard_normal(n, dtype=np.float32) * 1e-2).astype(dtype)
+    return p, g
+
+
+def time_format_step(
+    cfg: FormatConfig, p: Any, g: Any, repeats: int, warmup: int, device_index: int | None = None
+) -> tuple[list[float], str, dict[str, int]]:
+    """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
+    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
+    from ..._optim.optimizer import Optimizer
+
     opt = Optimizer(
         [p],
         "adamw",
@@ -78,10 +87,14 @@ def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, war
             opt.step()
             assert opt.last_gpu_seconds is not None
             gpu.append(opt.last_gpu_seconds)
-        mem = opt.memory_bytes()
-        shader = opt._dev.groups[0].sets[0].spirv  # which variant ran (variants.py)
+        return gpu, str(opt._dev.groups[0].sets[0].spirv), opt.memory_bytes()
     finally:
         opt.close()
+
+
+def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, warmup: int) -> dict[str, Any]:
+    p, g = format_data(cfg, n)
+    gpu, shader, mem = time_format_step(cfg, p, g, repeats, warmup, device_index)
     resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
     return {
         "backend": "vk-adam",
