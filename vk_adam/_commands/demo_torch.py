@@ -12,9 +12,11 @@ from .demo_model import fresh_run, make_dataset
 from .demo_output import progress_bar
 
 
-def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Callable[[int], Any]:
-    """The demo's model in torch on ``dev``: a function running training step ``step`` (forward,
-    backward, clipping, update) and returning the loss tensor (not synchronized)."""
+def _torch_model(cfg: DemoConfig, dev: str) -> Any:
+    """The demo's fresh run as torch tensors on ``dev``: LoRA weights (trainable), frozen base
+    weights, the data set, and the forward pass ``forward(h) -> output``."""
+    import types
+
     import torch
 
     adapter, model, _ = fresh_run(cfg)
@@ -25,14 +27,9 @@ def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Ca
         for w in ("A", "B")
     }
     base = {p: torch.tensor(w, dtype=torch.float32, device=dev) for p, w in model.base.items()}
-    xs, ys = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
-    cls: Any = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
-    params = list(lora.values())
-    topt = cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
     scale = adapter.scale
 
-    def step_fn(step: int) -> Any:
-        h = xs[step]
+    def forward(h: Any) -> Any:
         for block in model.blocks:
             z = h
             for i, path in enumerate(block):
@@ -40,11 +37,32 @@ def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Ca
                 if i < len(block) - 1:
                     z = torch.relu(z)
             h = h + z
-        loss: Any = torch.mean((h - ys[step]) ** 2)
+        return h
+
+    return types.SimpleNamespace(
+        params=list(lora.values()),
+        xs=torch.from_numpy(x).to(dev),
+        ys=torch.from_numpy(y).to(dev),
+        steps=len(x),
+        forward=forward,
+        optimizer_class=torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam,
+    )
+
+
+def torch_trainer(cfg: DemoConfig, dev: str, *, fused: bool | None = None) -> Callable[[int], Any]:
+    """The demo's model in torch on ``dev``: a function running training step ``step`` (forward,
+    backward, clipping, update) and returning the loss tensor (not synchronized)."""
+    import torch
+
+    run = _torch_model(cfg, dev)
+    topt = run.optimizer_class(run.params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+
+    def step_fn(step: int) -> Any:
+        loss: Any = torch.mean((run.forward(run.xs[step]) - run.ys[step]) ** 2)
         topt.zero_grad()
         loss.backward()
         if cfg.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
+            torch.nn.utils.clip_grad_norm_(run.params, cfg.clip_grad_norm)
         topt.step()
         return loss
 
@@ -66,38 +84,22 @@ def torch_graph_trainer(cfg: DemoConfig, dev: str, *, warmup: int = 3) -> Callab
     import torch
 
     capture = dev == "cuda"
-    adapter, model, _ = fresh_run(cfg)
-    x, y = make_dataset(cfg, model)
-    lora = {
-        (m.path, w): torch.tensor(adapter.weight(m.path, w), device=dev, requires_grad=True)
-        for m in adapter.modules
-        for w in ("A", "B")
-    }
-    base = {p: torch.tensor(w, dtype=torch.float32, device=dev) for p, w in model.base.items()}
-    xs, ys = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
-    cls: Any = torch.optim.AdamW if cfg.rule == "adamw" else torch.optim.Adam
-    params = list(lora.values())
+    run = _torch_model(cfg, dev)
     # capturable: the step count and the bias corrections stay on the device (no host sync).
-    topt = cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True, capturable=capture)
-    scale = adapter.scale
+    topt = run.optimizer_class(
+        run.params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True, capturable=capture
+    )
     index = torch.zeros(1, dtype=torch.long, device=dev)  # the next batch, kept on the device
 
     def step() -> Any:
-        h = torch.index_select(xs, 0, index)[0]
-        target = torch.index_select(ys, 0, index)[0]
-        for block in model.blocks:
-            z = h
-            for i, path in enumerate(block):
-                z = z @ base[path].T + scale * ((z @ lora[(path, "A")].T) @ lora[(path, "B")].T)
-                if i < len(block) - 1:
-                    z = torch.relu(z)
-            h = h + z
-        loss: Any = torch.mean((h - target) ** 2)
+        h = torch.index_select(run.xs, 0, index)[0]
+        target = torch.index_select(run.ys, 0, index)[0]
+        loss: Any = torch.mean((run.forward(h) - target) ** 2)
         loss.backward()
         if cfg.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
+            torch.nn.utils.clip_grad_norm_(run.params, cfg.clip_grad_norm)
         topt.step()
-        index.add_(1).remainder_(len(x))
+        index.add_(1).remainder_(run.steps)
         return loss
 
     if not capture:
