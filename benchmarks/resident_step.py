@@ -19,11 +19,11 @@ import argparse
 import dataclasses
 import json
 import statistics
-import time
 from typing import Any
 
 import numpy as np
 
+from vk_adam._commands.bench.train import time_submissions
 from vk_adam._commands.demo_config import DemoConfig, optimizer_options
 from vk_adam._commands.demo_model import fresh_run, make_dataset
 from vk_adam._commands.demo_resident import load_example
@@ -42,20 +42,7 @@ def measure(mgr: Any, example: Any, cfg: DemoConfig, rows: int, threads: int, st
             mgr, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
         )
         try:
-            walls, evals = [], []
-            marks: list[float] = []  # when each step's recording ended
-
-            def mark(_step: int) -> None:
-                marks.append(time.perf_counter())
-
-            for r in range(REPEATS + 1):
-                marks.clear()
-                t0 = time.perf_counter()
-                trainer.run(r * steps, (r + 1) * steps, on_step=mark)
-                t1 = time.perf_counter()
-                if r:
-                    walls.append((t1 - t0) / steps)
-                    evals.append((t1 - marks[-1]) / steps)
+            walls, evals = time_submissions(trainer, steps, REPEATS)
             # One more submission with a timestamp after every op (steps of the data set reused).
             app_ops = len(trainer.gradient_ops(0))
             ops_per_step = app_ops + _count_ops(mgr, opt)

@@ -40,6 +40,27 @@ def _config(software: bool, steps: int) -> Any:
     return dataclasses.replace(base, steps=steps)
 
 
+def time_submissions(trainer: Any, per_submit: int, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds per step of ``repeats`` submissions of ``per_submit`` resident steps each (after one
+    warm-up submission): whole, and after the last step's recording (submission, GPU work, wait,
+    loss download)."""
+    walls, evals = [], []
+    marks: list[float] = []  # when each step's recording ended
+
+    def mark(_step: int) -> None:
+        marks.append(time.perf_counter())
+
+    for r in range(repeats + 1):
+        marks.clear()
+        t0 = time.perf_counter()
+        trainer.run(r * per_submit, (r + 1) * per_submit, on_step=mark)
+        t1 = time.perf_counter()
+        if r:
+            walls.append((t1 - t0) / per_submit)
+            evals.append((t1 - marks[-1]) / per_submit)
+    return walls, evals
+
+
 def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[str, Any]:
     from ..demo_config import optimizer_options
     from ..demo_model import fresh_run, make_dataset
@@ -57,20 +78,7 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
         opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
         with opt:
             trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
-            walls, evals = [], []
-            marks: list[float] = []  # when each step's recording ended
-
-            def mark(_step: int) -> None:
-                marks.append(time.perf_counter())
-
-            for r in range(repeats + 1):  # the first submission warms up
-                marks.clear()
-                t0 = time.perf_counter()
-                trainer.run(r * per_submit, (r + 1) * per_submit, on_step=mark)
-                t1 = time.perf_counter()
-                if r:
-                    walls.append((t1 - t0) / per_submit)
-                    evals.append((t1 - marks[-1]) / per_submit)  # submission, GPU work, wait, download
+            walls, evals = time_submissions(trainer, per_submit, repeats)
             kinds = [type(op).__name__ for op in trainer.gradient_ops(0)]
             # The update alone: as many recorded steps, no forward or backward.
             seq = mgr.sequence()
