@@ -62,15 +62,22 @@ def format_data(cfg: FormatConfig, n: int) -> tuple[Any, Any]:
 
 
 def time_format_step(
-    cfg: FormatConfig, p: Any, g: Any, repeats: int, warmup: int, device_index: int | None = None
+    cfg: FormatConfig,
+    p: Any,
+    g: Any,
+    repeats: int,
+    warmup: int,
+    device_index: int | None = None,
+    rule: Any = "adamw",
 ) -> tuple[list[float], str, dict[str, int]]:
     """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
-    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
+    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``.
+    ``rule``: AdamW by name, or an ``UpdateRule`` (benchmarks/quantizer_cost.py's shader builds)."""
     from ..._optim.optimizer import Optimizer
 
     opt = Optimizer(
         [p],
-        "adamw",
+        rule,
         device=device_index,
         zero_grad=False,
         profile=True,

@@ -1,0 +1,73 @@
+"""benchmarks/quantizer_cost.py edits the harness's text to build its probes: every edit must
+still find what it replaces in today's harness, and the build that claims the same results
+(the tables read from their buffer instead of shared memory) must give the same bits."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam import _formats as fmt
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = (Path(vk_adam.__file__).parent / "include" / "vk_adam_rule.glsl").read_text()
+
+
+@pytest.fixture(scope="module")
+def probe() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("quantizer_cost", ROOT / "benchmarks" / "quantizer_cost.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["quantizer_cost"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_probe_edit_changes_the_harness(probe):
+    for name, (edits, _knobs) in probe.ABLATIONS.items():
+        text = HARNESS
+        for edit in edits:
+            edited = edit(text)
+            assert edited != text, f"{name}: an edit found nothing to change"
+            text = edited
+    tables = probe._global_tables(HARNESS)
+    assert "shared uint vk_adam_tables" not in tables
+    assert "#define vk_adam_tables vk_adam_qtable" in tables
+
+
+N = fmt.INT8_MIN_ELEMENTS + 3 * fmt.BLOCK + 1001  # 8-bit state (big enough), the last block partial
+
+
+def _three_steps(rule, subgroups: str, monkeypatch) -> list[np.ndarray]:
+    monkeypatch.setenv("VK_ADAM_SUBGROUPS", subgroups)
+    rng = np.random.default_rng(7)
+    p = rng.standard_normal(N, dtype=np.float32)
+    grads = [rng.standard_normal(N, dtype=np.float32) for _ in range(3)]
+    opt = vk_adam.Optimizer([p], rule, lr=1e-2, state_dtype="int8-blockwise", zero_grad=False)
+    try:
+        assert opt.memory_bytes()["absmax"] > 0, "the state must be 8-bit for this test to mean anything"
+        for g in grads:
+            opt.step([g])
+        state = opt.state_dict()["state"][0]
+        return [p, *(np.asarray(state[k]) for k in ("exp_avg", "exp_avg_sq"))]
+    finally:
+        opt.close()
+
+
+@pytest.mark.parametrize("subgroups", ["0", "1"])
+def test_global_tables_build_gives_the_release_bits(probe, tmp_path, monkeypatch, subgroups):
+    rule = probe.build_rule("global tables", probe._global_tables(HARNESS), tmp_path)
+    built = Path(rule.variants["adam"].spirv)
+    assert built.is_file() and built.with_name("adam.subgroups.spv").is_file()
+    ours = _three_steps(rule, subgroups, monkeypatch)
+    release = _three_steps("adamw", subgroups, monkeypatch)
+    for a, b in zip(ours, release, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+    assert not np.array_equal(ours[0], np.random.default_rng(7).standard_normal(N, dtype=np.float32))
