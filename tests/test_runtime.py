@@ -196,6 +196,27 @@ def test_a_timed_out_wait_can_be_awaited_again():
     rt.close()
 
 
+def test_untimed_runs_stay_untimed_after_a_timed_one():
+    """A sequence made with timestamp queries writes timestamps on every evaluation (hundreds of
+    microseconds a step on lavapipe): run() keeps it for the runs that ask for timestamps."""
+    rt = Runtime()
+    a, b, copy_op = _copy_workload(rt)
+    try:
+        rt.run([rt.upload_op([a, b])])
+        ticks = rt.run([copy_op, copy_op], timestamps=True)
+        assert ticks is not None and len(ticks) == 3 and ticks[0] <= ticks[1] <= ticks[2]
+        assert rt.run([copy_op]) is None
+        untimed, timed = rt._run_sequence, rt._timed_run_sequence
+        assert id(untimed) not in rt._timed and id(timed) in rt._timed
+        assert rt.run([copy_op], timestamps=True) is not None and rt._timed_run_sequence is timed
+        assert rt.run([copy_op, copy_op, copy_op], timestamps=True) is not None  # a bigger pool
+        assert rt._timed_run_sequence is not timed and rt._run_sequence is untimed
+        rt.run([rt.download_op([b])])
+        np.testing.assert_array_equal(b.data(), 1.0)
+    finally:
+        rt.close()
+
+
 # -- validation is the judge -------------------------------------------------------------
 
 PLANTED_HAZARD = textwrap.dedent(

@@ -63,6 +63,7 @@ class Optimizer(DeviceAccess):
       * ``state_dtype`` (``"float32"``, ``"bfloat16"``, ``"int8-blockwise"``),
         ``stochastic_rounding`` (16-bit params without an fp32 master copy), ``seed`` (of the
         rounding stream): storage formats, see docs/formats.md.
+      * ``profile``: time synchronous steps (``last_gpu_seconds``, ``last_host_seconds``); settable.
     """
 
     def __init__(
@@ -98,7 +99,7 @@ class Optimizer(DeviceAccess):
         self._rt = Runtime(manager=manager, device=device)
         self.device = self._rt.device
         self._closed = False
-        self._profile = profile
+        self.profile = profile
         #: With ``profile=True``: GPU time of the last synchronous step's update dispatches (and
         #: clipping's passes; Vulkan timestamps), and its host time outside submit-and-wait.
         self.last_gpu_seconds: float | None = None
@@ -191,7 +192,7 @@ class Optimizer(DeviceAccess):
         upload = self._dev.stage_inputs(prepared) + self._dev.stage_status()
         ops, first, last = self._dev.step_ops(upload, pushes)
         eval_start = time.perf_counter()
-        ticks = self._rt.run(ops, timestamps=self._profile)
+        ticks = self._rt.run(ops, timestamps=self.profile)
         eval_seconds = time.perf_counter() - eval_start
         if ticks is not None:
             # One timestamp before the first op and one after each op.
@@ -203,7 +204,7 @@ class Optimizer(DeviceAccess):
             for group in self._groups:
                 group.step += 1
                 self._dev.copy_back(group)
-        if self._profile:
+        if self.profile:
             self.last_host_seconds = time.perf_counter() - started - eval_seconds
         return handle
 

@@ -122,7 +122,11 @@ class Runtime:
         self._free_sequences: list[Any] = []
         #: ids of the sequences made with timestamp queries (never given back to the device).
         self._timed: set[int] = set()
+        # run()'s sequences: one without timestamp queries, one with (made when first asked
+        # for; a sequence made with queries writes timestamps on every evaluation, which costs
+        # a few microseconds on a GPU and hundreds on lavapipe).
         self._run_sequence: Any = None
+        self._timed_run_sequence: Any = None
         self._run_timestamps = 0
         self._closed = False
         # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
@@ -233,15 +237,20 @@ class Runtime:
         each op; multiply tick differences by :attr:`timestamp_period` for nanoseconds).
         """
         self._check_open()
-        want = len(ops) + 1 if timestamps else 0
-        if self._run_sequence is None or (timestamps and self._run_timestamps < want):
-            if self._run_sequence is not None:
-                self._run_sequence.destroy()
-                self._timed.discard(id(self._run_sequence))
-                self._sequences.remove(self._run_sequence)
-            self._run_sequence = self._new_sequence(want)
-            self._run_timestamps = want
-        seq = self._run_sequence
+        want = len(ops) + 1
+        if not timestamps:
+            if self._run_sequence is None:
+                self._run_sequence = self._new_sequence()
+            seq = self._run_sequence
+        else:
+            if self._timed_run_sequence is None or self._run_timestamps < want:
+                if self._timed_run_sequence is not None:
+                    self._timed_run_sequence.destroy()
+                    self._timed.discard(id(self._timed_run_sequence))
+                    self._sequences.remove(self._timed_run_sequence)
+                self._timed_run_sequence = self._new_sequence(want)
+                self._run_timestamps = want
+            seq = self._timed_run_sequence
         seq.clear()
         for op in ops:
             seq.record(op)
@@ -321,7 +330,7 @@ class Runtime:
                 tensor.destroy()
         self._pipelines, self._sequences, self._free_sequences, self._buffers = [], [], [], []
         self._timed = set()
-        self._run_sequence = None
+        self._run_sequence = self._timed_run_sequence = None
         self._bridge_op = None
         self.manager = None
         if shared is not None:

@@ -102,7 +102,8 @@ def format_table(report: dict[str, Any]) -> str:
         + f" (eval_async {meta['eval_async_submit_ms'] * 1e3:.0f} us"
         + f" + eval_await {meta['eval_await_ms'] * 1e3:.0f} us)",
         "",
-        "GPU ms: Vulkan timestamps / CUDA events. sync step: wall time, host waits. back-to-back: wall "
+        "GPU ms: Vulkan timestamps / CUDA events. sync step: wall time, host waits (vk-adam: no "
+        "timestamps). back-to-back: wall "
         "time per step of steps issued without host waits (vk-adam: recorded into one sequence with "
         "`record_step`; torch: launched in a loop), then one wait. host us: vk-adam's own time per "
         "synchronous step outside the driver's submit-and-wait. peer/vk-adam > 1: vk-adam is faster.",
