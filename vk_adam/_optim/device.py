@@ -41,6 +41,20 @@ F32 = npt.NDArray[np.float32]
 MAX_PIPELINES_PER_SET = 8
 
 
+def push_values(rule: UpdateRule, group: Group, step: int) -> F32:
+    """The rule's per-step push-constant values for ``group``'s next step, in float32 (computed
+    in float64 by the rule, rounded once here)."""
+    values = rule.push_constants(group.options, step)
+    if len(values) != group.variant.hyper_count:
+        raise ValueError(
+            f"rule {rule.name!r}: push_constants() returned {len(values)} values, but the "
+            f"shader variant {str(group.variant.spirv)!r} declares hyper_count="
+            f"{group.variant.hyper_count}; they must agree (and match the shader's "
+            "VK_ADAM_HYPER_COUNT)"
+        )
+    return np.asarray(values, np.float64).astype(np.float32)
+
+
 class DeviceGroups:
     """Every group's buffers and pipelines on one runtime, and the ops of one step.
 
@@ -239,7 +253,11 @@ class DeviceGroups:
     def pushes(self) -> list[Array]:
         """The next step's push constants, one array per buffer set. Computed before any staging
         memory is written: a rule whose packing fails then changes nothing."""
-        return [self._push(group, bset, group.step + 1) for group in self.groups for bset in group.sets]
+        out: list[Array] = []
+        for group in self.groups:  # the rule's values depend on the group and step only
+            values = push_values(self.rule, group, group.step + 1)
+            out += [self._push(group, bset, values, group.step + 1) for bset in group.sets]
+        return out
 
     def _push_words(self, variant: ShaderVariant) -> int:
         """uint n, the rule's floats, and (harness with formats) the uint rng key."""
@@ -272,20 +290,12 @@ class DeviceGroups:
             ops.append(self._host_download)
         return ops, first, last
 
-    def _push(self, group: Group, bset: BufferSet, step: int) -> Array:
-        values = self.rule.push_constants(group.options, step)
-        if len(values) != group.variant.hyper_count:
-            raise ValueError(
-                f"rule {self.rule.name!r}: push_constants() returned {len(values)} values, but the "
-                f"shader variant {str(group.variant.spirv)!r} declares hyper_count="
-                f"{group.variant.hyper_count}; they must agree (and match the shader's "
-                "VK_ADAM_HYPER_COUNT)"
-            )
+    def _push(self, group: Group, bset: BufferSet, values: F32, step: int) -> Array:
         if bset.push is None:  # made once; n (and a zero rng key) never change
             bset.push = np.zeros(self._push_words(group.variant), np.float32)
             bset.push.view(np.uint32)[0] = bset.n
         push: F32 = bset.push
-        push[1 : 1 + len(values)] = values
+        push[1 : 1 + len(values)] = values  # rounded once, float64 to float32
         if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:  # the rng key
             push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
         return push
