@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import vk_adam
@@ -28,6 +28,21 @@ RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
     maximize=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
+# A param that shrinks from 0.25 to 0.014 over the steps: float32's rounding error is relative to
+# the magnitudes the trajectory went through, not to the (small) final value.
+@example(
+    name="adam",
+    n=1,
+    steps=7,
+    lr=0.1875,
+    beta1=0.75,
+    beta2=0.5,
+    eps=0.0003451773393505179,
+    weight_decay=0.0,
+    amsgrad=False,
+    maximize=False,
+    seed=0,
+)
 def test_adam_family_matches_reference(
     name, n, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, seed
 ):
@@ -40,12 +55,14 @@ def test_adam_family_matches_reference(
     )
     hyper = {**rule.defaults, **kwargs}
     state = {k: np.zeros(n) for k in rule.state_names(hyper)}
+    scale = float(np.max(np.abs(ref)))  # the largest |param| along the way
     with cls([p], **kwargs) as opt:
         for t in range(1, steps + 1):
             g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)
             opt.step([g])
             rule.reference(ref, g.astype(np.float64), state, hyper, t)
-    assert scale_error(p, ref) <= 2e-6
+            scale = max(scale, float(np.max(np.abs(ref))))
+    assert float(np.max(np.abs(p.astype(np.float64) - ref))) / max(scale, 1e-30) <= 2e-6
 
 
 @settings(max_examples=25, deadline=None)
