@@ -98,6 +98,15 @@ class Job:
                 world,
                 world.Barrier,
             )
+        self.launcher = launcher
+
+    def close(self) -> None:
+        """End the process group as torch asks: one left to the interpreter's exit can abort the
+        process there (``terminate called without an active exception``, seen once in CI)."""
+        if self.launcher == "torch":
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
 
 
 def _try_bad_inputs(job: Job, opt: Any, params: Any, grads: list[np.ndarray], seen: dict[str, Any]) -> None:
@@ -190,6 +199,7 @@ def run(launcher: str, config: dict[str, Any], out: Path) -> None:
         seen["resumed_params"] = _resume(job, config, build, out)
     opt.close()
     (out / f"rank{rank}.pkl").write_bytes(pickle.dumps(seen))
+    job.close()
 
 
 def _resume(job: Job, config: dict[str, Any], build: Any, out: Path) -> list[list[np.ndarray]]:

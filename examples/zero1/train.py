@@ -49,6 +49,10 @@ class Engine:
             dist.init_process_group("gloo", timeout=timedelta(seconds=120))
             self.comm, self.rank, self.size, self._dist = None, dist.get_rank(), dist.get_world_size(), dist
 
+    def close(self) -> None:
+        if self.comm is None:  # torch.distributed: end the process group before the interpreter exits
+            self._dist.destroy_process_group()
+
     def mean(self, value: float) -> float:
         if self.comm is not None:
             return float(self.comm.allreduce(value)) / self.size
@@ -142,6 +146,7 @@ def main() -> None:
             f"{len(set(digests)) == 1}; wrote {out}/optimizer.pkl, {out}/params.npz"
         )
     opt.close()
+    engine.close()
 
 
 if __name__ == "__main__":
