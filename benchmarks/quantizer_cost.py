@@ -37,12 +37,16 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 import vk_adam
-from vk_adam._commands.bench.formats import CONFIGS, format_data, time_format_step
+from vk_adam._commands.bench.formats import CONFIGS, format_data
 from vk_adam._rules.builtin import ADAMW
 from vk_adam._rules.rule import UpdateRule
 from vk_adam.shaderc import compile_shaders
@@ -81,6 +85,33 @@ def _global_tables(text: str) -> str:
     return text
 
 
+def _early_param_store(text: str) -> str:
+    """The subgroup loop stores each vec4's param (and zeroes its gradient) before the block's
+    absmax, so only the state stays live across the reduction and the quantizer: fewer
+    registers, more subgroups resident. Same results."""
+    macro_end = "        VK_ADAM_STORE(p[J], s[J], i, ((J) < R ? amax0 : amax1))                  \\\n    }\n"
+    split = (
+        "#define VK_ADAM_SG_STORE_PARAM(J) if ((J) < R * B) { const uint i = VK_ADAM_SG_INDEX(J); "
+        "if (i < n_vec4) { vk_adam_store_param(i, n, p[J]); "
+        "if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n); } }\n"
+        "#define VK_ADAM_SG_STORE_STATES(J) if ((J) < R * B) { const uint i = VK_ADAM_SG_INDEX(J); "
+        "const bool leader = lane == 0u && (J) % R == 0u; if (i < n_vec4) { "
+        + " ".join(f"VK_ADAM_STORE_STATE{k}(s[J], i, ((J) < R ? amax0 : amax1))" for k in range(4))
+        + " } }\n"
+    )
+    stores = "".join(f"VK_ADAM_SG_STORE({j}u) " for j in range(16))
+    loop = re.compile(r"(\n\s*)const vec4 amax0 = vk_adam_subgroup_absmax\(bits0\);(.*?)\n(\s*VK_ADAM_SG_STORE\(0u\).*?VK_ADAM_SG_STORE\(15u\))", re.S)
+    match = loop.search(text)
+    assert macro_end in text and match is not None, "the subgroup loop is not where this probe expects it"
+    assert re.sub(r"\s+", " ", match.group(3)).strip() == stores.strip()
+    ind = match.group(1)
+    params = ind + " ".join(f"VK_ADAM_SG_STORE_PARAM({j}u)" for j in range(16))
+    states = ind + " ".join(f"VK_ADAM_SG_STORE_STATES({j}u)" for j in range(16))
+    body = params + ind + "const vec4 amax0 = vk_adam_subgroup_absmax(bits0);" + match.group(2) + states
+    text = text[: match.start()] + body + text[match.end() :]
+    return text.replace(macro_end, macro_end + split)
+
+
 NO_DEQUANT = _edit_function(
     "float vk_adam_dequantize(uint c, bool signed_map)", "return float(c) * (1.0 / 255.0);"
 )
@@ -89,6 +120,11 @@ NO_QUANT = _edit_function(
 )
 NO_ABSMAX = _edit_function("vec4 vk_adam_subgroup_absmax(uvec4 b)", "return vec4(1.0);")
 ONE_PASS = {"VK_ADAM_INT8_WORKGROUPS": "65535"}
+#: Builds that must give the release's bits (tests/test_benchmark_probes.py checks them).
+SAME_RESULTS: dict[str, Callable[[str], str]] = {
+    "global tables": _global_tables,
+    "early param store": _early_param_store,
+}
 #: name: (edits of the harness's text, knobs set while it runs)
 ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "no-dequant-lookup": ([NO_DEQUANT], {}),
@@ -97,6 +133,8 @@ ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "none of the three": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], {}),
     "none of the three, one pass": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], ONE_PASS),
     "global tables": ([_global_tables], {}),
+    "early param store": ([_early_param_store], {}),
+    "early param store, global tables": ([_early_param_store, _global_tables], {}),
     "global tables, one pass": ([_global_tables], ONE_PASS),
     "global tables, none of the three, one pass": (
         [_global_tables, NO_DEQUANT, NO_QUANT, NO_ABSMAX],
@@ -122,7 +160,9 @@ def build_rule(name: str, harness: str, workdir: Path) -> UpdateRule:
     return dataclasses.replace(ADAMW, name=f"adamw_{slug}", variants=variants)
 
 
-def builds(extra: list[str], workdir: Path) -> dict[str, tuple[UpdateRule, dict[str, str]]]:
+def builds(
+    extra: list[str], workdir: Path, only: list[str] | None = None
+) -> dict[str, tuple[UpdateRule, dict[str, str]]]:
     current = (INCLUDE / "vk_adam_rule.glsl").read_text()
     rules: dict[str, tuple[UpdateRule, dict[str, str]]] = {
         "harness": (build_rule("harness", current, workdir), {})
@@ -131,6 +171,8 @@ def builds(extra: list[str], workdir: Path) -> dict[str, tuple[UpdateRule, dict[
         name, _, path = item.partition("=")
         rules[name] = (build_rule(name, Path(path).read_text(), workdir), {})
     for name, (edits, knobs) in ABLATIONS.items():
+        if only is not None and name not in only:
+            continue
         text = current
         for edit in edits:
             text = edit(text)
@@ -156,11 +198,101 @@ def copy_rows(sizes: list[int], repeats: int, emit: Callable[[dict[str, object]]
     rt.close()
 
 
+def pipeline_stats(tool: str, opt: Any, workdir: Path) -> dict[str, object]:
+    """What the driver made of ``opt``'s update pipeline (benchmarks/pipeline_stats): its
+    statistics by name (NVIDIA: registers, shared memory, ...), or an "error"."""
+    bset = opt._dev.groups[0].sets[0]
+    spv = workdir / "stats.spv"
+    spv.write_bytes(opt._dev.builder.shader(bset.spirv))
+    words = ",".join(hex(w) for w in np.asarray(bset.spec, np.float32).view(np.uint32))
+    run = subprocess.run([tool, "-s", words, str(spv)], capture_output=True, text=True, timeout=60)
+    if not run.stdout.strip():
+        return {"error": run.stderr.strip() or f"exit {run.returncode}"}
+    report = json.loads(run.stdout)
+    if "error" in report:
+        return {"error": report["error"]}
+    return {e["name"]: e["statistics"] for e in report["executables"]}
+
+
+def time_builds(
+    cfg: Any,
+    n: int,
+    rules: dict[str, tuple[UpdateRule, dict[str, str]]],
+    repeats: int,
+    rounds: int,
+    stats_tool: str | None,
+    workdir: Path,
+) -> list[dict[str, object]]:
+    """GPU ms of each build's step of ``cfg`` at ``n`` elements. Every build's optimizer is
+    made first, then the builds take turns, ``repeats`` steps each per round, so a drift of the
+    machine's speed during the run touches all of them alike."""
+    from vk_adam._optim.optimizer import Optimizer
+
+    p, g = format_data(cfg, n)
+    opts: dict[str, Any] = {}
+    rows: dict[str, dict[str, object]] = {}
+    times: dict[str, list[float]] = {}
+    try:
+        for name, (rule, knobs) in rules.items():
+            os.environ.update(knobs)  # read when the optimizer is built
+            try:
+                opt = Optimizer(
+                    [p.copy()],
+                    rule,
+                    zero_grad=False,
+                    profile=True,
+                    lr=1e-4,
+                    state_dtype=cfg.state_dtype,
+                    stochastic_rounding=cfg.stochastic_rounding,
+                )
+            finally:
+                for k in knobs:
+                    del os.environ[k]
+            opts[name] = opt
+            opt.step([g])  # uploads the gradient once; later steps read it on the device
+            for _ in range(3):
+                opt.step()
+            row: dict[str, object] = {"build": name, "config": cfg.label, "elements": n}
+            row |= knobs | {"shader": Path(opt._dev.groups[0].sets[0].spirv).name}
+            if stats_tool:
+                row["pipeline"] = pipeline_stats(stats_tool, opt, workdir)
+            rows[name], times[name] = row, []
+        per_round: dict[str, list[float]] = {name: [] for name in opts}
+        for _ in range(rounds):
+            for name, opt in opts.items():
+                ts = []
+                for _ in range(repeats):
+                    opt.step()
+                    ts.append(opt.last_gpu_seconds * 1e3)
+                times[name] += ts
+                per_round[name].append(round(statistics.median(ts), 4))
+        for name, row in rows.items():
+            ts = sorted(times[name])
+            row["gpu_ms"] = round(statistics.median(ts), 4)
+            # Another tenant's work only ever adds time: the fastest steps are the uncontended.
+            row["min_ms"], row["p10_ms"] = round(ts[0], 4), round(ts[len(ts) // 10], 4)
+            row["round_medians_ms"] = per_round[name]
+        return list(rows.values())
+    finally:
+        for opt in opts.values():
+            opt.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--elements", type=int, nargs="+", default=[2**24, 2**28])
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=10, help="steps per build per round")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each build takes (interleaved)")
     parser.add_argument("--harness", action="append", default=[], metavar="NAME=PATH")
+    parser.add_argument(
+        "--knobs",
+        action="append",
+        default=[],
+        metavar="NAME=VAR=VALUE[,VAR=VALUE][@BUILD]",
+        help="also time the installed harness (or BUILD) with these loop-shape knobs (variants.py)",
+    )
+    parser.add_argument("--builds", nargs="+", help="time only these builds (names as printed)")
+    parser.add_argument("--pipeline-stats", metavar="TOOL", help="benchmarks/pipeline_stats binary")
     parser.add_argument("--copy-elements", type=int, nargs="*", default=[])
     parser.add_argument(
         "--configs",
@@ -173,26 +305,23 @@ def main() -> None:
     def emit(row: dict[str, object]) -> None:
         print(json.dumps(row), flush=True)
 
-    copy_rows(args.copy_elements, args.repeats, emit)
+    copy_rows(args.copy_elements, max(args.repeats, 20), emit)
     with tempfile.TemporaryDirectory() as tmp:
-        rules = builds(args.harness, Path(tmp))
+        rules = builds(args.harness, Path(tmp), args.builds)
+        for item in args.knobs:
+            name, _, settings = item.partition("=")
+            settings, _, base = settings.partition("@")
+            knobs = dict(kv.split("=", 1) for kv in settings.split(","))
+            rules[name] = (rules[base or "harness"][0], rules[base or "harness"][1] | knobs)
         for n in args.elements:
             for cfg in CONFIGS:
-                int8 = cfg.state_dtype == "int8-blockwise"
                 if cfg.label not in args.configs:
                     continue
-                p, g = format_data(cfg, n)
-                for name, (rule, knobs) in rules.items() if int8 else [("harness", rules["harness"])]:
-                    os.environ.update(knobs)
-                    try:
-                        times, shader, _ = time_format_step(cfg, p, g, args.repeats, 3, rule=rule)
-                    finally:
-                        for k in knobs:
-                            del os.environ[k]
-                    ms = statistics.median(times) * 1e3
-                    row = {"build": name, "config": cfg.label, "elements": n, "gpu_ms": round(ms, 4)}
-                    emit(row | knobs | {"shader": Path(shader).name})
-                del p, g
+                int8 = cfg.state_dtype == "int8-blockwise"
+                # Harness edits touch only the 8-bit path; knobs may touch any.
+                chosen = {k: v for k, v in rules.items() if int8 or k == "harness" or v[1]}
+                for row in time_builds(cfg, n, chosen, args.repeats, args.rounds, args.pipeline_stats, Path(tmp)):
+                    emit(row)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """benchmarks/quantizer_cost.py edits the harness's text to build its probes: every edit must
 still find what it replaces in today's harness, and the build that claims the same results
-(the tables read from their buffer instead of shared memory) must give the same bits."""
+(quantizer_cost.SAME_RESULTS: the tables read from their buffer instead of shared memory, the
+params stored before the block's absmax) must give the same bits."""
 
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ def _three_steps(rule, subgroups: str, monkeypatch) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("subgroups", ["0", "1"])
-def test_global_tables_build_gives_the_release_bits(probe, tmp_path, monkeypatch, subgroups):
-    rule = probe.build_rule("global tables", probe._global_tables(HARNESS), tmp_path)
+@pytest.mark.parametrize("build", ["global tables", "early param store"])
+def test_same_result_builds_give_the_release_bits(probe, tmp_path, monkeypatch, subgroups, build):
+    assert build in probe.SAME_RESULTS
+    rule = probe.build_rule(build, probe.SAME_RESULTS[build](HARNESS), tmp_path)
     built = Path(rule.variants["adam"].spirv)
     assert built.is_file() and built.with_name("adam.subgroups.spv").is_file()
     ours = _three_steps(rule, subgroups, monkeypatch)

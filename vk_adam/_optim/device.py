@@ -139,7 +139,7 @@ class DeviceGroups:
                 launch = update_launch(self.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
                 spirv, items, max_groups = launch.spirv, launch.items, launch.max_groups
                 spec = (*spec, *padding, *launch.spec)
-            bset.spirv = spirv
+            bset.spirv, bset.spec = spirv, tuple(spec)
             shader, push = self.builder.shader(spirv), self._push_words(group.variant)
             update = self.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups)
             grad_format = fmt.PARAM_FORMAT[bset.format.param]
