@@ -1,31 +1,37 @@
 """Where the 8-bit path's time goes: the AdamW shader rebuilt with parts of the harness's
-per-value work taken out, timed side by side in one process.
+per-value work taken out, or with another loop shape, timed side by side in one process.
 
-    python benchmarks/quantizer_cost.py [--elements 16777216 268435456] [--repeats 10]
-        [--harness NAME=PATH ...] [--copy-elements 4194304 16777216] [--configs LABEL ...]
+    python benchmarks/quantizer_cost.py [--elements 16777216 268435456] [--repeats 1]
+        [--rounds 25] [--harness NAME=PATH ...] [--knobs NAME=VAR=VALUE[,...][@BUILD] ...]
+        [--builds NAME ...] [--pipeline-stats benchmarks/pipeline_stats/pipeline_stats]
+        [--copy-elements 9586981 5991863] [--configs LABEL ...]
 
 Each build compiles ``glsl/adam.comp`` (both SPIR-V variants) against a copy of the harness in
 a temporary folder and runs it as an ``UpdateRule`` beside the built-in one:
 
 * ``harness``: the installed harness, unchanged (the same code as the built-in AdamW);
 * ``--harness NAME=PATH``: another harness file, e.g. an earlier release's
-  (``git show REV:vk_adam/include/vk_adam_rule.glsl > old.glsl``). A harness built before
-  version 5 reads the layout-1 quantization tables, which the optimizer uploads for it, so its
-  results are correct too;
+  (``git show REV:vk_adam/include/vk_adam_rule.glsl > old.glsl``);
+* ``--knobs``: the installed harness (or the build named after ``@``) with loop-shape knobs
+  set while its optimizer is built (``vk_adam/_optim/variants.py``);
 * ablations, **timing only, their results are wrong by design**: ``no-dequant-lookup`` (a
   code's value computed as code/255 instead of read from the table), ``no-quantizer`` (a
   value's code taken from its top 8 bits instead of the bucket table), ``no-absmax`` (every
   block's scale 1, no reduction), all three, and all three in one pass of the grid
   (``VK_ADAM_INT8_WORKGROUPS=65535``: no workgroup loops);
-* ``global tables``: the tables read from their buffer through the L1 cache instead of copied
-  into shared memory by every workgroup (same results), also in one pass, and in one pass with
-  all three ablations (what is left: the loop and the memory traffic).
+* other shapes, same results: ``shared tables`` (the tables copied into shared memory by every
+  workgroup, as before the 2026-12-02 harness), and two blocks per subgroup per iteration
+  (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables.
 
-GPU time of the update dispatch (Vulkan timestamps, median of ``--repeats`` steps) for each
-8-bit format of ``vk-adam bench --cases formats`` and the fp32 row, at each size; one JSON
-line per (build, format, size). ``--copy-elements``: also a copy of the bytes one fp32 AdamW
-step moves at that size (28 B per element), by the Vulkan copy shader and torch's device copy:
-the bandwidth a step of that size could reach at most.
+``--builds`` picks ablations and shapes by name (default: all). Every build's optimizer is made
+first; then the builds take turns, ``--repeats`` steps each per round, for ``--rounds`` rounds, so
+a change of the machine's speed during the run (another tenant on the GPU) touches all of them
+alike. One JSON line per (build, format, size): GPU time of the update dispatch (Vulkan
+timestamps): median, 10th percentile and minimum over every step, and each round's median.
+``--pipeline-stats``: also what the driver reports of each build's pipeline (registers, shared
+memory; ``benchmarks/pipeline_stats``). ``--copy-elements``: also a copy of 28 B per element at
+that size (the bytes of one fp32 AdamW step; pass 16/28 or 10/28 of a size for the 8-bit rows),
+by the Vulkan copy shader and torch's device copy: the bandwidth a step could reach at most.
 """
 
 from __future__ import annotations
@@ -72,44 +78,27 @@ def _edit_function(signature: str, body: str) -> Callable[[str], str]:
     return lambda text: _replace_function(text, signature, body)
 
 
-def _global_tables(text: str) -> str:
-    """Read the quantization tables from their buffer (through the L1 cache) instead of
-    copying them into shared memory once per workgroup: no copy, no barrier before the loop."""
+def _shared_tables(text: str) -> str:
+    """The quantization tables copied into shared memory by every workgroup (behind a barrier)
+    and read from there, as releases before 2026-12-02's harness did. Same results."""
+    text, renamed = re.subn(r"^    uint vk_adam_tables\[\];$", "    uint vk_adam_qtable[];", text, flags=re.M)
     text, declared = re.subn(
-        r"^shared uint vk_adam_tables\[.*\];$", "#define vk_adam_tables vk_adam_qtable", text, flags=re.M
+        r"^(#define VK_ADAM_MAP_WORDS .*\n)",
+        lambda m: m.group(1) + "shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];\n",
+        text,
+        flags=re.M,
+    )
+    copy = (
+        "    if (VK_ADAM_ANY_INT8) {\n"
+        "        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) "
+        "vk_adam_tables[w] = vk_adam_qtable[w];\n"
+        "        barrier();\n    }\n"
     )
     text, copied = re.subn(
-        r"^\s*for \(uint w = lid;.*vk_adam_qtable\[w\];\n\s*barrier\(\);\n", "", text, flags=re.M
+        r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)", lambda m: m.group(1) + copy, text, flags=re.M
     )
-    assert declared == copied == 1, "the harness's table copy is not where this probe expects it"
+    assert renamed == declared == copied == 1, "the harness's tables are not where this probe expects them"
     return text
-
-
-def _early_param_store(text: str) -> str:
-    """The subgroup loop stores each vec4's param (and zeroes its gradient) before the block's
-    absmax, so only the state stays live across the reduction and the quantizer: fewer
-    registers, more subgroups resident. Same results."""
-    macro_end = "        VK_ADAM_STORE(p[J], s[J], i, ((J) < R ? amax0 : amax1))                  \\\n    }\n"
-    split = (
-        "#define VK_ADAM_SG_STORE_PARAM(J) if ((J) < R * B) { const uint i = VK_ADAM_SG_INDEX(J); "
-        "if (i < n_vec4) { vk_adam_store_param(i, n, p[J]); "
-        "if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n); } }\n"
-        "#define VK_ADAM_SG_STORE_STATES(J) if ((J) < R * B) { const uint i = VK_ADAM_SG_INDEX(J); "
-        "const bool leader = lane == 0u && (J) % R == 0u; if (i < n_vec4) { "
-        + " ".join(f"VK_ADAM_STORE_STATE{k}(s[J], i, ((J) < R ? amax0 : amax1))" for k in range(4))
-        + " } }\n"
-    )
-    stores = "".join(f"VK_ADAM_SG_STORE({j}u) " for j in range(16))
-    loop = re.compile(r"(\n\s*)const vec4 amax0 = vk_adam_subgroup_absmax\(bits0\);(.*?)\n(\s*VK_ADAM_SG_STORE\(0u\).*?VK_ADAM_SG_STORE\(15u\))", re.S)
-    match = loop.search(text)
-    assert macro_end in text and match is not None, "the subgroup loop is not where this probe expects it"
-    assert re.sub(r"\s+", " ", match.group(3)).strip() == stores.strip()
-    ind = match.group(1)
-    params = ind + " ".join(f"VK_ADAM_SG_STORE_PARAM({j}u)" for j in range(16))
-    states = ind + " ".join(f"VK_ADAM_SG_STORE_STATES({j}u)" for j in range(16))
-    body = params + ind + "const vec4 amax0 = vk_adam_subgroup_absmax(bits0);" + match.group(2) + states
-    text = text[: match.start()] + body + text[match.end() :]
-    return text.replace(macro_end, macro_end + split)
 
 
 NO_DEQUANT = _edit_function(
@@ -121,10 +110,7 @@ NO_QUANT = _edit_function(
 NO_ABSMAX = _edit_function("vec4 vk_adam_subgroup_absmax(uvec4 b)", "return vec4(1.0);")
 ONE_PASS = {"VK_ADAM_INT8_WORKGROUPS": "65535"}
 #: Builds that must give the release's bits (tests/test_benchmark_probes.py checks them).
-SAME_RESULTS: dict[str, Callable[[str], str]] = {
-    "global tables": _global_tables,
-    "early param store": _early_param_store,
-}
+SAME_RESULTS: dict[str, Callable[[str], str]] = {"shared tables": _shared_tables}
 #: name: (edits of the harness's text, knobs set while it runs)
 ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "no-dequant-lookup": ([NO_DEQUANT], {}),
@@ -132,14 +118,9 @@ ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "no-absmax": ([NO_ABSMAX], {}),
     "none of the three": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], {}),
     "none of the three, one pass": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], ONE_PASS),
-    "global tables": ([_global_tables], {}),
-    "early param store": ([_early_param_store], {}),
-    "early param store, global tables": ([_early_param_store, _global_tables], {}),
-    "global tables, one pass": ([_global_tables], ONE_PASS),
-    "global tables, none of the three, one pass": (
-        [_global_tables, NO_DEQUANT, NO_QUANT, NO_ABSMAX],
-        ONE_PASS,
-    ),
+    "shared tables": ([_shared_tables], {}),
+    "two blocks per subgroup": ([], {"VK_ADAM_INT8_VEC4S": "2"}),
+    "shared tables, two blocks per subgroup": ([_shared_tables], {"VK_ADAM_INT8_VEC4S": "2"}),
 }
 
 
@@ -281,8 +262,8 @@ def time_builds(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--elements", type=int, nargs="+", default=[2**24, 2**28])
-    parser.add_argument("--repeats", type=int, default=10, help="steps per build per round")
-    parser.add_argument("--rounds", type=int, default=3, help="turns each build takes (interleaved)")
+    parser.add_argument("--repeats", type=int, default=1, help="steps per build per round")
+    parser.add_argument("--rounds", type=int, default=25, help="turns each build takes (interleaved)")
     parser.add_argument("--harness", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument(
         "--knobs",

@@ -1,7 +1,7 @@
 """benchmarks/quantizer_cost.py edits the harness's text to build its probes: every edit must
 still find what it replaces in today's harness, and the build that claims the same results
-(quantizer_cost.SAME_RESULTS: the tables read from their buffer instead of shared memory, the
-params stored before the block's absmax) must give the same bits."""
+(quantizer_cost.SAME_RESULTS: the tables copied into shared memory instead of read in place)
+must give the same bits."""
 
 from __future__ import annotations
 
@@ -37,9 +37,8 @@ def test_every_probe_edit_changes_the_harness(probe):
             edited = edit(text)
             assert edited != text, f"{name}: an edit found nothing to change"
             text = edited
-    tables = probe._global_tables(HARNESS)
-    assert "shared uint vk_adam_tables" not in tables
-    assert "#define vk_adam_tables vk_adam_qtable" in tables
+    shared = probe._shared_tables(HARNESS)
+    assert "shared uint vk_adam_tables" in shared and "barrier();" in shared.split("void main()")[1]
 
 
 N = fmt.INT8_MIN_ELEMENTS + 3 * fmt.BLOCK + 1001  # 8-bit state (big enough), the last block partial
@@ -62,7 +61,7 @@ def _three_steps(rule, subgroups: str, monkeypatch) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("subgroups", ["0", "1"])
-@pytest.mark.parametrize("build", ["global tables", "early param store"])
+@pytest.mark.parametrize("build", ["shared tables"])
 def test_same_result_builds_give_the_release_bits(probe, tmp_path, monkeypatch, subgroups, build):
     assert build in probe.SAME_RESULTS
     rule = probe.build_rule(build, probe.SAME_RESULTS[build](HARNESS), tmp_path)

@@ -82,12 +82,12 @@ def test_the_environment_forces_either_variant(monkeypatch):
 
 
 def test_knob_defaults_and_refusals(monkeypatch):
-    assert loop_shape(fake_device(32)) == LoopShape(1, 2, 32, variants.DEFAULT_INT8_WORKGROUPS)
+    assert loop_shape(fake_device(32)) == LoopShape(1, 1, 32, variants.DEFAULT_INT8_WORKGROUPS)
     assert loop_shape(fake_device(8, name="llvmpipe (LLVM 15.0.6, 256 bits)")).int8_vec4s == 1
     monkeypatch.setenv(variants.VEC4S_ENV, "4")
-    monkeypatch.setenv(variants.INT8_VEC4S_ENV, "1")
+    monkeypatch.setenv(variants.INT8_VEC4S_ENV, "2")
     monkeypatch.setenv(variants.INT8_WORKGROUPS_ENV, "96")
-    assert loop_shape(fake_device(32)) == LoopShape(4, 1, 32, 96)
+    assert loop_shape(fake_device(32)) == LoopShape(4, 2, 32, 96)
     for name, bad in (
         (variants.VEC4S_ENV, "3"),
         (variants.INT8_VEC4S_ENV, "4"),

@@ -80,7 +80,7 @@ class GroupFormat:
     def has_master(self) -> bool:
         return self.mode == fmt.MODE_MASTER
 
-    def spec(self, int8_vec4s: int = 2) -> tuple[float, ...]:
+    def spec(self, int8_vec4s: int = 1) -> tuple[float, ...]:
         """Specialization constants 16..22 (uint bit patterns carried in float32 words);
         ``int8_vec4s``: vec4s per invocation per tile of the 8-bit path (1 or 2)."""
         words = [fmt.PARAM_FORMAT[self.param], self.mode, *self.state]

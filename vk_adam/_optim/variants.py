@@ -13,10 +13,10 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
   or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
-  variant), or blocks per subgroup per iteration (subgroup variant); default 2 on a GPU, 1 on a
-  CPU driver.
-* ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (each copies the
-  14 KiB quantization tables into shared memory once, then loops); default 2048.
+  variant), or blocks per subgroup per iteration (subgroup variant); default 1 (on an H200 one
+  block per subgroup needs 40-50 registers against 64-79 for two, and runs 9-30% faster).
+* ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
+  work is looped over); default 2048.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
 """
 
@@ -115,7 +115,7 @@ class LoopShape:
     the workgroup count); see the module docstring for each knob."""
 
     vec4s: int = 1  # per invocation, no 8-bit state
-    int8_vec4s: int = 2  # per invocation (base variant) or blocks per subgroup (subgroup variant)
+    int8_vec4s: int = 1  # per invocation (base variant) or blocks per subgroup (subgroup variant)
     subgroup_size: int = 0  # 0: the base variant
     int8_workgroups: int = DEFAULT_INT8_WORKGROUPS
 
@@ -170,8 +170,8 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
     """The loop shape on ``device``: defaults per device kind, then the environment's knobs."""
     return LoopShape(
         vec4s=_env_choice(VEC4S_ENV, (1, 2, 4), 1),
-        # measured: BENCHMARKS.md, "Storage formats" (two on GPUs, one on CPU drivers)
-        int8_vec4s=_env_choice(INT8_VEC4S_ENV, (1, 2), 1 if device.is_software else 2),
+        # measured: BENCHMARKS.md, "The 8-bit loop's registers" (one everywhere)
+        int8_vec4s=_env_choice(INT8_VEC4S_ENV, (1, 2), 1),
         subgroup_size=subgroup_size(device),
         int8_workgroups=_env_count(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
     )

@@ -69,7 +69,7 @@ layout(constant_id = 20) const uint VK_ADAM_STATE2_FORMAT = 0u;
 layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
 // 8-bit state: vec4s per invocation per tile, 1 or 2 (the host picks per device); in the
 // subgroup variant, blocks per subgroup per iteration (1 or 2).
-layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 2u;
+layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 1u;
 // No 8-bit state: vec4s per invocation per tile, 1, 2 or 4 ($VK_ADAM_VEC4S; default 1).
 layout(constant_id = 23) const uint VK_ADAM_VEC4S = 1u;
 #ifdef VK_ADAM_SUBGROUPS
@@ -93,7 +93,7 @@ layout(std430, set = 0, binding = 2) readonly buffer status_block {
 };
 VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
 layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
-    uint vk_adam_qtable[];
+    uint vk_adam_tables[];
 };
 
 layout(push_constant) uniform vk_adam_push_block {
@@ -209,16 +209,18 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
 // The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
-// (quant_tables), copied into shared memory (14 KiB): per map (signed at word 0, unsigned at
+// (quant_tables), read in place (14 KiB, which stays in the L1 cache): per map (signed at word 0, unsigned at
 // VK_ADAM_MAP_WORDS) one 16-bit entry per bucket of |x| (a float's top 15 bits, 2**-23 to 2):
 // the code at the bucket's lower edge and where its one decision threshold sits (0: none),
 // then the 256 map values. A value's code is its nearest map value's (the threshold rounded
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
+// Read in place rather than copied into shared memory by every workgroup: no copy and no
+// barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 8-13%
+// faster with the subgroup loop below (BENCHMARKS.md, "The 8-bit loop's registers").
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
 #define VK_ADAM_MAP_WORDS 1792u
-shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];
 // Block maxima: two banks (see main()) x 4 state buffers x 8 blocks per tile x 8 partial
 // maxima. Invocation lid adds to partial lid % 8 of its block, so at most 4 lanes of a 32-wide
 // subgroup contend for one address (not 32); readers take the max of the 8 partials.
@@ -443,15 +445,23 @@ const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORM
         vk_adam_update(P, vk_adam_load_grad(i, n) * vk_adam_grad_scale, S);     \
     }
 
-#define VK_ADAM_STORE(P, S, i, A)                                                \
+#define VK_ADAM_STORE_PARAM(P, i)                                                \
+    if (i < n_vec4) {                                                            \
+        vk_adam_store_param(i, n, P);                                            \
+        if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n);                   \
+    }
+
+#define VK_ADAM_STORE_STATES(S, i, A)                                            \
     if (i < n_vec4) {                                                            \
         VK_ADAM_STORE_STATE0(S, i, A)                                            \
         VK_ADAM_STORE_STATE1(S, i, A)                                            \
         VK_ADAM_STORE_STATE2(S, i, A)                                            \
         VK_ADAM_STORE_STATE3(S, i, A)                                            \
-        vk_adam_store_param(i, n, P);                                            \
-        if (VK_ADAM_ZERO_GRAD != 0.0) vk_adam_zero_grad(i, n);                   \
     }
+
+#define VK_ADAM_STORE(P, S, i, A)                                                \
+    VK_ADAM_STORE_STATES(S, i, A)                                                \
+    VK_ADAM_STORE_PARAM(P, i)
 
 #ifndef VK_ADAM_SUBGROUPS
 // The first of the partial maxima of state buffer k's block that this invocation's vec4 in
@@ -577,11 +587,16 @@ vec4 vk_adam_subgroup_absmax(uvec4 b) {
             bits1 = max(bits1, vk_adam_block_bits(s[J], i, n));                 \
         }                                                                        \
     }
-#define VK_ADAM_SG_STORE(J)                                                      \
+#define VK_ADAM_SG_STORE_PARAM(J)                                                \
+    if ((J) < R * B) {                                                           \
+        const uint i = VK_ADAM_SG_INDEX(J);                                      \
+        VK_ADAM_STORE_PARAM(p[J], i)                                             \
+    }
+#define VK_ADAM_SG_STORE_STATES(J)                                               \
     if ((J) < R * B) {                                                           \
         const uint i = VK_ADAM_SG_INDEX(J);                                      \
         const bool leader = lane == 0u && (J) % R == 0u; /* vec4 0 of a block */ \
-        VK_ADAM_STORE(p[J], s[J], i, ((J) < R ? amax0 : amax1))                  \
+        VK_ADAM_STORE_STATES(s[J], i, ((J) < R ? amax0 : amax1))                 \
     }
 
 void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
@@ -603,12 +618,18 @@ void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
         VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)
         VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)
         VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
+        // The params need no absmax: storing them first leaves only the state live across the
+        // reduction and the quantizer (fewer registers, more subgroups resident per SM).
+        VK_ADAM_SG_STORE_PARAM(0u) VK_ADAM_SG_STORE_PARAM(1u) VK_ADAM_SG_STORE_PARAM(2u) VK_ADAM_SG_STORE_PARAM(3u)
+        VK_ADAM_SG_STORE_PARAM(4u) VK_ADAM_SG_STORE_PARAM(5u) VK_ADAM_SG_STORE_PARAM(6u) VK_ADAM_SG_STORE_PARAM(7u)
+        VK_ADAM_SG_STORE_PARAM(8u) VK_ADAM_SG_STORE_PARAM(9u) VK_ADAM_SG_STORE_PARAM(10u) VK_ADAM_SG_STORE_PARAM(11u)
+        VK_ADAM_SG_STORE_PARAM(12u) VK_ADAM_SG_STORE_PARAM(13u) VK_ADAM_SG_STORE_PARAM(14u) VK_ADAM_SG_STORE_PARAM(15u)
         const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
         const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
-        VK_ADAM_SG_STORE(0u) VK_ADAM_SG_STORE(1u) VK_ADAM_SG_STORE(2u) VK_ADAM_SG_STORE(3u)
-        VK_ADAM_SG_STORE(4u) VK_ADAM_SG_STORE(5u) VK_ADAM_SG_STORE(6u) VK_ADAM_SG_STORE(7u)
-        VK_ADAM_SG_STORE(8u) VK_ADAM_SG_STORE(9u) VK_ADAM_SG_STORE(10u) VK_ADAM_SG_STORE(11u)
-        VK_ADAM_SG_STORE(12u) VK_ADAM_SG_STORE(13u) VK_ADAM_SG_STORE(14u) VK_ADAM_SG_STORE(15u)
+        VK_ADAM_SG_STORE_STATES(0u) VK_ADAM_SG_STORE_STATES(1u) VK_ADAM_SG_STORE_STATES(2u) VK_ADAM_SG_STORE_STATES(3u)
+        VK_ADAM_SG_STORE_STATES(4u) VK_ADAM_SG_STORE_STATES(5u) VK_ADAM_SG_STORE_STATES(6u) VK_ADAM_SG_STORE_STATES(7u)
+        VK_ADAM_SG_STORE_STATES(8u) VK_ADAM_SG_STORE_STATES(9u) VK_ADAM_SG_STORE_STATES(10u) VK_ADAM_SG_STORE_STATES(11u)
+        VK_ADAM_SG_STORE_STATES(12u) VK_ADAM_SG_STORE_STATES(13u) VK_ADAM_SG_STORE_STATES(14u) VK_ADAM_SG_STORE_STATES(15u)
     }
 }
 #endif
@@ -643,17 +664,13 @@ void vk_adam_plain_loop(uint lid, uint n, uint n_vec4) {
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    if (VK_ADAM_ANY_INT8) {  // the same for every invocation: a specialization constant
-        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) vk_adam_tables[w] = vk_adam_qtable[w];
-        barrier();
-    }
     if (vk_adam_skip_step != 0u) {
         return;  // every invocation reads the same flag: no barrier below is left half-reached
     }
     const uint n = vk_adam_pc.n;
     const uint n_vec4 = (n + 3u) >> 2;
     // Grid-stride loops (the host caps the workgroup count: maxComputeWorkGroupCount[0] is
-    // 65535 on many drivers, and 8-bit state copies its tables once per workgroup).
+    // 65535 on many drivers).
     if (!VK_ADAM_ANY_INT8) {
         vk_adam_plain_loop(lid, n, n_vec4);
         return;
