@@ -94,9 +94,8 @@ def _shared_tables(text: str) -> str:
         "vk_adam_tables[w] = vk_adam_qtable[w];\n"
         "        barrier();\n    }\n"
     )
-    text, copied = re.subn(
-        r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)", lambda m: m.group(1) + copy, text, flags=re.M
-    )
+    main = r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)"
+    text, copied = re.subn(main, lambda m: m.group(1) + copy, text, flags=re.M)
     assert renamed == declared == copied == 1, "the harness's tables are not where this probe expects them"
     return text
 
@@ -301,7 +300,8 @@ def main() -> None:
                 int8 = cfg.state_dtype == "int8-blockwise"
                 # Harness edits touch only the 8-bit path; knobs may touch any.
                 chosen = {k: v for k, v in rules.items() if int8 or k == "harness" or v[1]}
-                for row in time_builds(cfg, n, chosen, args.repeats, args.rounds, args.pipeline_stats, Path(tmp)):
+                stats, work = args.pipeline_stats, Path(tmp)
+                for row in time_builds(cfg, n, chosen, args.repeats, args.rounds, stats, work):
                     emit(row)
 
 

@@ -14,7 +14,7 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
   variant), or blocks per subgroup per iteration (subgroup variant); default 1 (on an H200 one
-  block per subgroup needs 40-50 registers against 64-79 for two, and runs 9-30% faster).
+  block per subgroup needs 39-40 registers against 64-73 for two, and runs 11-15% faster).
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
   work is looped over); default 2048.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.

@@ -215,7 +215,7 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // then the 256 map values. A value's code is its nearest map value's (the threshold rounded
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
 // Read in place rather than copied into shared memory by every workgroup: no copy and no
-// barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 8-13%
+// barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 6-24%
 // faster with the subgroup loop below (BENCHMARKS.md, "The 8-bit loop's registers").
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
