@@ -41,9 +41,9 @@ F32 = npt.NDArray[np.float32]
 MAX_PIPELINES_PER_SET = 8
 
 
-def push_values(rule: UpdateRule, group: Group, step: int) -> F32:
-    """The rule's per-step push-constant values for ``group``'s next step, in float32 (computed
-    in float64 by the rule, rounded once here)."""
+def push_values(rule: UpdateRule, group: Group, step: int) -> Sequence[float]:
+    """The rule's per-step push-constant values for ``group``'s next step, as the rule computed
+    them (float64; each buffer set's ``_push`` rounds them once to float32), length-checked."""
     values = rule.push_constants(group.options, step)
     if len(values) != group.variant.hyper_count:
         raise ValueError(
@@ -52,7 +52,7 @@ def push_values(rule: UpdateRule, group: Group, step: int) -> F32:
             f"{group.variant.hyper_count}; they must agree (and match the shader's "
             "VK_ADAM_HYPER_COUNT)"
         )
-    return np.asarray(values, np.float64).astype(np.float32)
+    return values
 
 
 class DeviceGroups:
@@ -290,12 +290,16 @@ class DeviceGroups:
             ops.append(self._host_download)
         return ops, first, last
 
-    def _push(self, group: Group, bset: BufferSet, values: F32, step: int) -> Array:
+    def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> Array:
         if bset.push is None:  # made once; n (and a zero rng key) never change
             bset.push = np.zeros(self._push_words(group.variant), np.float32)
             bset.push.view(np.uint32)[0] = bset.n
+            bset.push64 = np.zeros(len(values), np.float64)
         push: F32 = bset.push
-        push[1 : 1 + len(values)] = values  # rounded once, float64 to float32
+        # Through a float64 array made once: the same single rounding as astype(np.float32),
+        # without two temporary arrays per step (a step's host time is mostly such overhead).
+        bset.push64[:] = values
+        push[1 : 1 + len(values)] = bset.push64
         if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:  # the rng key
             push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
         return push
