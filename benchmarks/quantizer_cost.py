@@ -20,8 +20,9 @@ a temporary folder and runs it as an ``UpdateRule`` beside the built-in one:
   block's scale 1, no reduction), all three, and all three in one pass of the grid
   (``VK_ADAM_INT8_WORKGROUPS=65535``: no workgroup loops);
 * other shapes, same results: ``shared tables`` (the tables copied into shared memory by every
-  workgroup, as before the 2026-12-02 harness), and two blocks per subgroup per iteration
-  (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables.
+  workgroup, as before the 2026-12-02 harness), two blocks per subgroup per iteration
+  (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables, and ``fp16 SR
+  fast path`` (stochastic rounding to fp16 in one add and one shift over the normal range).
 
 ``--builds`` picks ablations and shapes by name (default: all). Every build's optimizer is made
 first; then the builds take turns, ``--repeats`` steps each per round, for ``--rounds`` rounds, so
@@ -100,6 +101,29 @@ def _shared_tables(text: str) -> str:
     return text
 
 
+#: fp16 stochastic rounding with a fast path for the normal fp16 range (and overflow): there
+#: the kept bits are one add and one shift of the fp32 bits, ``((a + r13) >> 13) - (112 << 10)``
+#: (the exponent rebias falls out of the shift), instead of unpacking exponent and mantissa and
+#: shifting by a variable count. Subnormals, zero, inf and NaN keep the general path.
+FP16_SR_FAST = _edit_function(
+    "uint vk_adam_f16_stochastic(float f, uint r)",
+    """uint u = floatBitsToUint(f);
+    uint sign = (u >> 16) & 0x8000u;
+    uint a = u & 0x7FFFFFFFu;
+    if (a - 0x38800000u < 0x7F800000u - 0x38800000u) {  // 2^-14 <= |f| < inf: a normal fp16
+        return sign | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, 0x7C00u);
+    }
+    if (a >= 0x7F800000u) {
+        return sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+    }
+    if (a < 0x00800000u) {
+        return sign;
+    }
+    int e = int(a >> 23) - 127;
+    uint mant = (a & 0x7FFFFFu) | 0x800000u;
+    uint drop = uint(clamp(13 + max(0, -14 - e), 13, 31));
+    return sign | ((mant + (r & ((1u << drop) - 1u))) >> drop);""",
+)
 NO_DEQUANT = _edit_function(
     "float vk_adam_dequantize(uint c, bool signed_map)", "return float(c) * (1.0 / 255.0);"
 )
@@ -109,7 +133,10 @@ NO_QUANT = _edit_function(
 NO_ABSMAX = _edit_function("vec4 vk_adam_subgroup_absmax(uvec4 b)", "return vec4(1.0);")
 ONE_PASS = {"VK_ADAM_INT8_WORKGROUPS": "65535"}
 #: Builds that must give the release's bits (tests/test_benchmark_probes.py checks them).
-SAME_RESULTS: dict[str, Callable[[str], str]] = {"shared tables": _shared_tables}
+SAME_RESULTS: dict[str, Callable[[str], str]] = {
+    "shared tables": _shared_tables,
+    "fp16 SR fast path": FP16_SR_FAST,
+}
 #: name: (edits of the harness's text, knobs set while it runs)
 ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "no-dequant-lookup": ([NO_DEQUANT], {}),
@@ -118,6 +145,7 @@ ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "none of the three": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], {}),
     "none of the three, one pass": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], ONE_PASS),
     "shared tables": ([_shared_tables], {}),
+    "fp16 SR fast path": ([FP16_SR_FAST], {}),
     "two blocks per subgroup": ([], {"VK_ADAM_INT8_VEC4S": "2"}),
     "shared tables, two blocks per subgroup": ([_shared_tables], {"VK_ADAM_INT8_VEC4S": "2"}),
 }

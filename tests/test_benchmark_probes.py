@@ -1,7 +1,7 @@
 """benchmarks/quantizer_cost.py edits the harness's text to build its probes: every edit must
 still find what it replaces in today's harness, and the build that claims the same results
-(quantizer_cost.SAME_RESULTS: the tables copied into shared memory instead of read in place)
-must give the same bits."""
+(quantizer_cost.SAME_RESULTS: the tables copied into shared memory instead of read in place,
+fp16 stochastic rounding with a fast path) must give the same bits."""
 
 from __future__ import annotations
 
@@ -44,12 +44,22 @@ def test_every_probe_edit_changes_the_harness(probe):
 N = fmt.INT8_MIN_ELEMENTS + 3 * fmt.BLOCK + 1001  # 8-bit state (big enough), the last block partial
 
 
-def _three_steps(rule, subgroups: str, monkeypatch) -> list[np.ndarray]:
+def _three_steps(rule, subgroups: str, monkeypatch, dtype=np.float32) -> list[np.ndarray]:
+    """Three AdamW steps with 8-bit state: the params (``dtype``; 16-bit ones take the update by
+    stochastic rounding) and both state buffers afterwards."""
     monkeypatch.setenv("VK_ADAM_SUBGROUPS", subgroups)
     rng = np.random.default_rng(7)
-    p = rng.standard_normal(N, dtype=np.float32)
-    grads = [rng.standard_normal(N, dtype=np.float32) for _ in range(3)]
-    opt = vk_adam.Optimizer([p], rule, lr=1e-2, state_dtype="int8-blockwise", zero_grad=False)
+    # Magnitudes from 1e-9 to 1e4: fp16 subnormals, normals and values near fp16's largest.
+    p = (rng.standard_normal(N) * 10.0 ** rng.uniform(-9, 4, N)).astype(dtype)
+    grads = [rng.standard_normal(N).astype(dtype) for _ in range(3)]
+    opt = vk_adam.Optimizer(
+        [p],
+        rule,
+        lr=1e-2,
+        state_dtype="int8-blockwise",
+        zero_grad=False,
+        stochastic_rounding=dtype != np.float32,
+    )
     try:
         assert opt.memory_bytes()["absmax"] > 0, "the state must be 8-bit for this test to mean anything"
         for g in grads:
@@ -60,16 +70,26 @@ def _three_steps(rule, subgroups: str, monkeypatch) -> list[np.ndarray]:
         opt.close()
 
 
+#: The param dtype each same-result build changes something for.
+DTYPES = {"shared tables": np.float32, "fp16 SR fast path": np.float16}
+
+
 @pytest.mark.parametrize("subgroups", ["0", "1"])
-@pytest.mark.parametrize("build", ["shared tables"])
+@pytest.mark.parametrize("build", sorted(DTYPES))
 def test_same_result_builds_give_the_release_bits(probe, tmp_path, monkeypatch, subgroups, build):
-    assert build in probe.SAME_RESULTS
+    assert set(DTYPES) == set(probe.SAME_RESULTS)
     rule = probe.build_rule(build, probe.SAME_RESULTS[build](HARNESS), tmp_path)
     built = Path(rule.variants["adam"].spirv)
     assert built.is_file() and built.with_name("adam.subgroups.spv").is_file()
-    ours = _three_steps(rule, subgroups, monkeypatch)
-    release = _three_steps("adamw", subgroups, monkeypatch)
+    ours = _three_steps(rule, subgroups, monkeypatch, DTYPES[build])
+    release = _three_steps("adamw", subgroups, monkeypatch, DTYPES[build])
     for a, b in zip(ours, release, strict=True):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
-    assert not np.array_equal(ours[0], np.random.default_rng(7).standard_normal(N, dtype=np.float32))
+    rng = np.random.default_rng(7)
+    start = (rng.standard_normal(N) * 10.0 ** rng.uniform(-9, 4, N)).astype(DTYPES[build])
+    assert not np.array_equal(ours[0], start), "the steps must have changed the params"
+    if DTYPES[build] == np.float16:  # both paths of the rounding: subnormal and normal results
+        magnitude = np.abs(ours[0].astype(np.float32))
+        subnormal = (magnitude > 0) & (magnitude < np.finfo(np.float16).tiny)
+        assert subnormal.any() and (magnitude >= np.finfo(np.float16).tiny).any()
