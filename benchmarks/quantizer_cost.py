@@ -21,8 +21,9 @@ a temporary folder and runs it as an ``UpdateRule`` beside the built-in one:
   (``VK_ADAM_INT8_WORKGROUPS=65535``: no workgroup loops);
 * other shapes, same results: ``shared tables`` (the tables copied into shared memory by every
   workgroup, as before the 2026-12-02 harness), two blocks per subgroup per iteration
-  (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables, and ``fp16 SR
-  fast path`` (stochastic rounding to fp16 in one add and one shift over the normal range).
+  (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables, ``fp16 SR
+  fast path`` (stochastic rounding to fp16 in one add and one shift over the normal range) and
+  ``lean quantizer`` (the bucket-table lookup in fewer instructions).
 
 ``--builds`` picks ablations and shapes by name (default: all). Every build's optimizer is made
 first; then the builds take turns, ``--repeats`` steps each per round, for ``--rounds`` rounds, so
@@ -124,6 +125,18 @@ FP16_SR_FAST = _edit_function(
     uint drop = uint(clamp(13 + max(0, -14 - e), 13, 31));
     return sign | ((mant + (r & ((1u << drop) - 1u))) >> drop);""",
 )
+#: The bucket-table quantizer in fewer instructions, same table: the clamp folded into the table
+#: index, bitfield extracts for the entry and the value's position in its bucket, and "no
+#: threshold" (position 0) folded into one unsigned comparison (0 - 1 wraps to the largest uint).
+LEAN_QUANTIZER = _edit_function(
+    "uint vk_adam_code_of(float a, uint map)",
+    """uint bits = floatBitsToUint(a);
+    const uint first = VK_ADAM_TABLE_FIRST_BUCKET;
+    uint c = clamp(bits >> 16, first, first + VK_ADAM_TABLE_BUCKETS - 1u);
+    uint word = vk_adam_tables[map + ((c - first) >> 1)];
+    uint entry = bitfieldExtract(word, int((c & 1u) << 4), 16);  // FIRST_BUCKET is even
+    return (entry & 0xFFu) + uint(bitfieldExtract(bits, 8, 8) > (entry >> 8) - 1u);""",
+)
 NO_DEQUANT = _edit_function(
     "float vk_adam_dequantize(uint c, bool signed_map)", "return float(c) * (1.0 / 255.0);"
 )
@@ -136,6 +149,7 @@ ONE_PASS = {"VK_ADAM_INT8_WORKGROUPS": "65535"}
 SAME_RESULTS: dict[str, Callable[[str], str]] = {
     "shared tables": _shared_tables,
     "fp16 SR fast path": FP16_SR_FAST,
+    "lean quantizer": LEAN_QUANTIZER,
 }
 #: name: (edits of the harness's text, knobs set while it runs)
 ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
@@ -146,6 +160,7 @@ ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "none of the three, one pass": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], ONE_PASS),
     "shared tables": ([_shared_tables], {}),
     "fp16 SR fast path": ([FP16_SR_FAST], {}),
+    "lean quantizer": ([LEAN_QUANTIZER], {}),
     "two blocks per subgroup": ([], {"VK_ADAM_INT8_VEC4S": "2"}),
     "shared tables, two blocks per subgroup": ([_shared_tables], {"VK_ADAM_INT8_VEC4S": "2"}),
 }
