@@ -16,7 +16,8 @@
 #include <string.h>
 
 static void die(const char *what, int vk_result) {
-    fprintf(stderr, "pipeline_stats: %s (VkResult %d)\n", what, vk_result);
+    if (vk_result) fprintf(stderr, "pipeline_stats: %s failed (VkResult %d)\n", what, vk_result);
+    else fprintf(stderr, "pipeline_stats: %s\n", what);
     exit(1);
 }
 #define VK(call) do { VkResult r_ = (call); if (r_ != VK_SUCCESS) die(#call, r_); } while (0)
@@ -33,13 +34,18 @@ static void json_str(const char *s) {
 
 static uint32_t *read_spv(const char *path, size_t *bytes) {
     FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open the SPIR-V file", 0);
+    if (!f) {
+        fprintf(stderr, "pipeline_stats: cannot open %s\n", path);
+        exit(1);
+    }
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     rewind(f);
     uint32_t *buf = n > 0 && n % 4 == 0 ? malloc((size_t)n) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n || buf[0] != 0x07230203)
-        die("not a SPIR-V file", 0);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n || buf[0] != 0x07230203) {
+        fprintf(stderr, "pipeline_stats: %s is not a SPIR-V file\n", path);
+        exit(1);
+    }
     fclose(f);
     *bytes = (size_t)n;
     return buf;
@@ -63,6 +69,8 @@ int main(int argc, char **argv) {
         else die("usage: pipeline_stats [-d DEVICE] [-s WORDS] SHADER.spv", 0);
     }
     if (!path) die("usage: pipeline_stats [-d DEVICE] [-s WORDS] SHADER.spv", 0);
+    size_t bytes;
+    uint32_t *code = read_spv(path, &bytes);  // a bad file is refused before any Vulkan call
 
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
@@ -71,8 +79,11 @@ int main(int argc, char **argv) {
     uint32_t ndev = 16;
     VkPhysicalDevice pdevs[16];
     VkResult er = vkEnumeratePhysicalDevices(inst, &ndev, pdevs);
-    if ((er != VK_SUCCESS && er != VK_INCOMPLETE) || dev_index < 0 || dev_index >= (long)ndev)
-        die("no such device", er);
+    if (er != VK_SUCCESS && er != VK_INCOMPLETE) die("vkEnumeratePhysicalDevices", er);
+    if (dev_index < 0 || dev_index >= (long)ndev) {
+        fprintf(stderr, "pipeline_stats: no device %ld (this machine has %u)\n", dev_index, ndev);
+        exit(1);
+    }
     VkPhysicalDevice pdev = pdevs[dev_index];
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(pdev, &props);
@@ -136,8 +147,6 @@ int main(int argc, char **argv) {
     VkPipelineLayout layout;
     VK(vkCreatePipelineLayout(dev, &plci, NULL, &layout));
 
-    size_t bytes;
-    uint32_t *code = read_spv(path, &bytes);
     VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = bytes, .pCode = code};
     VkShaderModule module;
     VK(vkCreateShaderModule(dev, &smci, NULL, &module));
