@@ -68,16 +68,14 @@ def time_format_step(
     repeats: int,
     warmup: int,
     device_index: int | None = None,
-    rule: Any = "adamw",
 ) -> tuple[list[float], str, dict[str, int]]:
     """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
-    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``.
-    ``rule``: AdamW by name, or an ``UpdateRule`` (benchmarks/quantizer_cost.py's shader builds)."""
+    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
     from ..._optim.optimizer import Optimizer
 
     opt = Optimizer(
         [p],
-        rule,
+        "adamw",
         device=device_index,
         zero_grad=False,
         profile=True,
