@@ -67,8 +67,8 @@ layout(constant_id = 18) const uint VK_ADAM_STATE0_FORMAT = 0u;
 layout(constant_id = 19) const uint VK_ADAM_STATE1_FORMAT = 0u;
 layout(constant_id = 20) const uint VK_ADAM_STATE2_FORMAT = 0u;
 layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
-// 8-bit state: vec4s per invocation per tile, 1 or 2 (the host picks per device); in the
-// subgroup variant, blocks per subgroup per iteration (1 or 2).
+// 8-bit state: vec4s per invocation per tile, 1 or 2 (the host's default: 1); in the subgroup
+// variant, blocks per subgroup per iteration (1 or 2).
 layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 1u;
 // No 8-bit state: vec4s per invocation per tile, 1, 2 or 4 ($VK_ADAM_VEC4S; default 1).
 layout(constant_id = 23) const uint VK_ADAM_VEC4S = 1u;
@@ -209,10 +209,10 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
 // The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
-// (quant_tables), read in place (14 KiB, which stays in the L1 cache): per map (signed at word 0, unsigned at
-// VK_ADAM_MAP_WORDS) one 16-bit entry per bucket of |x| (a float's top 15 bits, 2**-23 to 2):
-// the code at the bucket's lower edge and where its one decision threshold sits (0: none),
-// then the 256 map values. A value's code is its nearest map value's (the threshold rounded
+// (quant_tables; 14 KiB, read in place through the L1 cache): per map (signed at word 0,
+// unsigned at VK_ADAM_MAP_WORDS) one 16-bit entry per bucket of |x| (a float's top 15 bits,
+// 2**-23 to 2): the code at the bucket's lower edge and where its one decision threshold sits
+// (0: none), then the 256 map values. A value's code is its nearest map value's (the threshold rounded
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
 // Read in place rather than copied into shared memory by every workgroup: no copy and no
 // barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 6-24%
