@@ -43,6 +43,20 @@ RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
     maximize=False,
     seed=0,
 )
+# The L2 term cancels one element's gradient to 1.8e-5, near eps (see the comment below).
+@example(
+    name="adam",
+    n=2999,
+    steps=1,
+    lr=0.28125,
+    beta1=0.0,
+    beta2=0.5,
+    eps=1e-05,
+    weight_decay=0.140625,
+    amsgrad=False,
+    maximize=False,
+    seed=1,
+)
 def test_adam_family_matches_reference(
     name, n, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, seed
 ):
@@ -56,13 +70,26 @@ def test_adam_family_matches_reference(
     hyper = {**rule.defaults, **kwargs}
     state = {k: np.zeros(n) for k in rule.state_names(hyper)}
     scale = float(np.max(np.abs(ref)))  # the largest |param| along the way
+    # Adam's coupled L2 term, g + wd * p, can cancel the gradient: float32 keeps its rounding
+    # error (2^-24 of |g| + wd |p|), and where the sum lands near eps the update's direction
+    # g / (|g| + eps) amplifies that error up to lr / eps times, so float32 and float64 part
+    # legitimately. Elements whose sum lost more than 8 bits at some step are held only to
+    # finite values; every other element to 2e-6 of the largest |param|.
+    cancelled = np.zeros(n, bool)
     with cls([p], **kwargs) as opt:
         for t in range(1, steps + 1):
             g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)
+            if name == "adam" and weight_decay > 0:  # the shader's g + wd * p (g negated to maximize)
+                summed = (-g if maximize else g) + weight_decay * ref
+                cancelled |= np.abs(summed) < 2.0**-8 * (np.abs(g) + weight_decay * np.abs(ref))
             opt.step([g])
             rule.reference(ref, g.astype(np.float64), state, hyper, t)
             scale = max(scale, float(np.max(np.abs(ref))))
-    assert float(np.max(np.abs(p.astype(np.float64) - ref))) / max(scale, 1e-30) <= 2e-6
+    assert np.isfinite(p).all()
+    # The strict check must still cover most elements (cancellation to 2^-8 is rare).
+    assert cancelled.sum() <= 2 + n // 10, f"{cancelled.sum()} of {n} elements cancelled"
+    error = np.abs(p.astype(np.float64) - ref)[~cancelled]
+    assert float(np.max(error, initial=0.0)) / max(scale, 1e-30) <= 2e-6
 
 
 @settings(max_examples=25, deadline=None)
