@@ -22,8 +22,11 @@ a temporary folder and runs it as an ``UpdateRule`` beside the built-in one:
 * other shapes, same results: ``shared tables`` (the tables copied into shared memory by every
   workgroup, as before the 2026-12-02 harness), two blocks per subgroup per iteration
   (``VK_ADAM_INT8_VEC4S=2``, the earlier default), alone and with shared tables, ``fp16 SR
-  fast path`` (stochastic rounding to fp16 in one add and one shift over the normal range) and
-  ``lean quantizer`` (the bucket-table lookup in fewer instructions).
+  general path`` (stochastic rounding to fp16 without the release's fast path for the normal
+  range), ``lean quantizer`` (the bucket-table lookup in fewer instructions) and ``shared
+  bucket tables`` (only the quantizer's tables in shared memory, the map values read in place);
+* ``no SR hash`` (timing only): the stochastic-rounding counter used as its own random bits,
+  what the per-value hash costs the 16-bit SR rows.
 
 ``--builds`` picks ablations and shapes by name (default: all). Every build's optimizer is made
 first; then the builds take turns, ``--repeats`` steps each per round, for ``--rounds`` rounds, so
@@ -102,18 +105,45 @@ def _shared_tables(text: str) -> str:
     return text
 
 
-#: fp16 stochastic rounding with a fast path for the normal fp16 range (and overflow): there
-#: the kept bits are one add and one shift of the fp32 bits, ``((a + r13) >> 13) - (112 << 10)``
-#: (the exponent rebias falls out of the shift), instead of unpacking exponent and mantissa and
-#: shifting by a variable count. Subnormals, zero, inf and NaN keep the general path.
-FP16_SR_FAST = _edit_function(
+def _shared_bucket_tables(text: str) -> str:
+    """Only the quantizer's bucket tables (12 KiB of the 14) copied into shared memory by every
+    workgroup, behind a barrier; the dequantizer's 2 x 256 map values still read in place.
+    The quantizer's reads are scattered over 6 KiB per map; shared memory serves a scattered
+    read in about as many cycles as the most lanes that hit one bank, the L1 cache in as many
+    as the lines it touches. Same results."""
+    text, declared = re.subn(
+        r"^(#define VK_ADAM_MAP_WORDS .*\n)",
+        lambda m: m.group(1) + "shared uint vk_adam_buckets[VK_ADAM_TABLE_BUCKETS];\n",
+        text,
+        flags=re.M,
+    )
+    text, read = re.subn(
+        r"vk_adam_tables\[map \+ \(bucket >> 1\)\]",
+        "vk_adam_buckets[(map == 0u ? 0u : VK_ADAM_TABLE_BUCKETS / 2u) + (bucket >> 1)]",
+        text,
+    )
+    copy = (
+        "    if (VK_ADAM_ANY_INT8) {\n"
+        "        for (uint w = lid; w < VK_ADAM_TABLE_BUCKETS; w += gl_WorkGroupSize.x) {\n"
+        "            const uint words = VK_ADAM_TABLE_BUCKETS / 2u;  // per map\n"
+        "            vk_adam_buckets[w] = vk_adam_tables[w < words ? w : w - words + VK_ADAM_MAP_WORDS];\n"
+        "        }\n"
+        "        barrier();\n    }\n"
+    )
+    main = r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)"
+    text, copied = re.subn(main, lambda m: m.group(1) + copy, text, flags=re.M)
+    assert declared == read == copied == 1, "the harness's tables are not where this probe expects them"
+    return text
+
+
+#: fp16 stochastic rounding without the release's fast path for the normal fp16 range: every
+#: value unpacked into exponent and mantissa and shifted by a variable count (the harness before
+#: 2026-12-02's second release).
+FP16_SR_GENERAL = _edit_function(
     "uint vk_adam_f16_stochastic(float f, uint r)",
     """uint u = floatBitsToUint(f);
     uint sign = (u >> 16) & 0x8000u;
     uint a = u & 0x7FFFFFFFu;
-    if (a - 0x38800000u < 0x7F800000u - 0x38800000u) {  // 2^-14 <= |f| < inf: a normal fp16
-        return sign | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, 0x7C00u);
-    }
     if (a >= 0x7F800000u) {
         return sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
     }
@@ -123,7 +153,9 @@ FP16_SR_FAST = _edit_function(
     int e = int(a >> 23) - 127;
     uint mant = (a & 0x7FFFFFu) | 0x800000u;
     uint drop = uint(clamp(13 + max(0, -14 - e), 13, 31));
-    return sign | ((mant + (r & ((1u << drop) - 1u))) >> drop);""",
+    uint kept = (mant + (r & ((1u << drop) - 1u))) >> drop;
+    uint h = e >= -14 ? (uint(e + 14) << 10) + kept : kept;
+    return sign | min(h, 0x7C00u);""",
 )
 #: The bucket-table quantizer in fewer instructions, same table: the clamp folded into the table
 #: index, bitfield extracts for the entry and the value's position in its bucket, and "no
@@ -144,12 +176,15 @@ NO_QUANT = _edit_function(
     "uint vk_adam_quantize(float x, bool signed_map)", "return floatBitsToUint(x) >> 24;"
 )
 NO_ABSMAX = _edit_function("vec4 vk_adam_subgroup_absmax(uvec4 b)", "return vec4(1.0);")
+#: The stochastic-rounding stream's hash taken out (the counter itself as the random bits).
+NO_SR_HASH = _edit_function("uint vk_adam_mix32(uint x)", "return x;")
 ONE_PASS = {"VK_ADAM_INT8_WORKGROUPS": "65535"}
 #: Builds that must give the release's bits (tests/test_benchmark_probes.py checks them).
 SAME_RESULTS: dict[str, Callable[[str], str]] = {
     "shared tables": _shared_tables,
-    "fp16 SR fast path": FP16_SR_FAST,
+    "fp16 SR general path": FP16_SR_GENERAL,
     "lean quantizer": LEAN_QUANTIZER,
+    "shared bucket tables": _shared_bucket_tables,
 }
 #: name: (edits of the harness's text, knobs set while it runs)
 ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
@@ -159,8 +194,10 @@ ABLATIONS: dict[str, tuple[list[Callable[[str], str]], dict[str, str]]] = {
     "none of the three": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], {}),
     "none of the three, one pass": ([NO_DEQUANT, NO_QUANT, NO_ABSMAX], ONE_PASS),
     "shared tables": ([_shared_tables], {}),
-    "fp16 SR fast path": ([FP16_SR_FAST], {}),
+    "fp16 SR general path": ([FP16_SR_GENERAL], {}),
     "lean quantizer": ([LEAN_QUANTIZER], {}),
+    "shared bucket tables": ([_shared_bucket_tables], {}),
+    "no SR hash": ([NO_SR_HASH], {}),
     "two blocks per subgroup": ([], {"VK_ADAM_INT8_VEC4S": "2"}),
     "shared tables, two blocks per subgroup": ([_shared_tables], {"VK_ADAM_INT8_VEC4S": "2"}),
 }

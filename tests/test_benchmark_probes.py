@@ -1,7 +1,8 @@
 """benchmarks/quantizer_cost.py edits the harness's text to build its probes: every edit must
 still find what it replaces in today's harness, and the build that claims the same results
 (quantizer_cost.SAME_RESULTS: the tables copied into shared memory instead of read in place,
-fp16 stochastic rounding with a fast path, a leaner quantizer) must give the same bits."""
+fp16 stochastic rounding without its fast path, a leaner quantizer, the quantizer's bucket tables
+in shared memory) must give the same bits."""
 
 from __future__ import annotations
 
@@ -71,7 +72,12 @@ def _three_steps(rule, subgroups: str, monkeypatch, dtype=np.float32) -> list[np
 
 
 #: The param dtype each same-result build changes something for.
-DTYPES = {"shared tables": np.float32, "fp16 SR fast path": np.float16, "lean quantizer": np.float32}
+DTYPES = {
+    "shared tables": np.float32,
+    "fp16 SR general path": np.float16,
+    "lean quantizer": np.float32,
+    "shared bucket tables": np.float32,
+}
 
 
 @pytest.mark.parametrize("subgroups", ["0", "1"])

@@ -197,6 +197,36 @@ def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name
     opt.close()
 
 
+def test_fp16_stochastic_rounding_at_the_edges_of_its_fast_path(rng):
+    """The shader's fp16 rounding takes one add and one shift from 2**-14 (the smallest normal)
+    up to overflow, and the general path below: values on both sides of 2**-14, subnormals,
+    float16's largest and sums past it (to infinity) must match the reference stream."""
+    tiny, big = 2.0**-14, 65504.0
+    edges = [
+        (big, -16.0), (big, -big), (-big, big), (big, 32.0), (tiny, 2.0**-24), (tiny, -(2.0**-24)),
+        (-tiny, 2.0**-24), (2.0**-24, -(2.0**-24)), (3 * 2.0**-24, 2.0**-15), (1.0, -(2.0**-12)),
+    ]  # fmt: skip
+    n = 4096
+    p = np.concatenate([[a for a, _ in edges], rng.standard_normal(n) * 2.0 ** rng.uniform(-26, 16, n)])
+    g = np.concatenate([[b for _, b in edges], rng.standard_normal(n) * 2.0 ** rng.uniform(-26, 16, n)])
+    with np.errstate(over="ignore"):
+        p, g = np.clip(p, -big, big).astype(np.float16), np.clip(g, -big, big).astype(np.float16)
+    opt = vk_adam.SGD([p], lr=1.0, stochastic_rounding=True, seed=99)
+    options = dict(opt.param_groups[0])
+    ref = FormatReference(
+        default_registry().get("sgd"), options, group_format((), "float16", "float32", True, p.size), seed=99
+    )
+    ref.load(p, None)
+    with np.errstate(over="ignore"):
+        opt.step([g])
+        ref.step(g, 1)
+    np.testing.assert_array_equal(p.view(np.uint16), ref.param.view(np.uint16))
+    magnitude = np.abs(p.astype(np.float32))
+    assert np.isinf(magnitude).any(), "some sums must overflow to infinity"
+    assert ((magnitude > 0) & (magnitude < tiny)).any() and (magnitude >= tiny).any()
+    opt.close()
+
+
 def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng, variant):
     """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
     is partial; the GPU matches the reference step by step."""
