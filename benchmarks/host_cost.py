@@ -4,7 +4,8 @@
 
 For each size: one AdamW optimizer over an application buffer (gradients already on the
 device, as in ``vk-adam bench``), synchronous ``step()`` with ``profile=True``; prints one JSON
-line per size with medians (us) of the step's wall time, its GPU time (Vulkan timestamps) and
+line per size with medians (us) of the step's wall time, its GPU time (Vulkan timestamps: the update dispatch,
+and ``gpu_all_ops_us`` from the first op's start to the last op's end, barriers included) and
 vk-adam's host time outside submit-and-wait (``Optimizer.last_host_seconds``), split into the
 part before the runtime's record-submit-wait (argument checks, push constants, ops) and after
 it. Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait shows in the
@@ -40,10 +41,15 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
         run = opt._rt.run
         marks: list[float] = []
 
+        spans: list[float] = []  # first to last timestamp: every op of the step on the GPU
+
         def timed_run(*args: object, **kwargs: object) -> object:
             marks.append(time.perf_counter())
             try:
-                return run(*args, **kwargs)  # type: ignore[arg-type]
+                ticks = run(*args, **kwargs)  # type: ignore[arg-type]
+                if ticks:
+                    spans.append((ticks[-1] - ticks[0]) * opt._rt.timestamp_period * 1e-9)
+                return ticks
             finally:
                 marks.append(time.perf_counter())
 
@@ -67,6 +73,7 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             "spin_us": os.environ.get("KOMPUTE_FENCE_SPIN_US", "default"),
             "wall_us": us(wall),
             "gpu_us": us(gpu),
+            "gpu_all_ops_us": us(spans),
             "host_us": us(host),
             "host_p90_us": round(sorted(host)[int(0.9 * len(host))] * 1e6, 2),
             "before_run_us": us(before),

@@ -51,7 +51,7 @@ class BufferSet:
     # The push-constant words of the next dispatch, refilled each step: kp copies them when the
     # dispatch op is made, so one array per buffer set serves every step.
     push: F32 | None = None
-    push64: Any = None  # the rule's float64 values, before _push rounds them into ``push``
+    push_rng: bool = False  # the push constants end with the stochastic-rounding key
 
 
 @dataclass

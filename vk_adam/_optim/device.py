@@ -107,6 +107,7 @@ class DeviceGroups:
             for bset in group.sets:
                 self.bind(group, bset, bset.grad)
             self.groups.append(group)
+        self._sets = [bset for group in self.groups for bset in group.sets]  # in dispatch order
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         host = [g.sets[0].param for g in self.groups if g.host_mode]
         self._host_download = rt.download_op(host) if host else None
@@ -282,8 +283,7 @@ class DeviceGroups:
                 ops.append(self._status_download)
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
-        sets = [bset for group in self.groups for bset in group.sets]
-        ops += [self.rt.dispatch_op(bset.update_algo, push) for bset, push in zip(sets, pushes, strict=True)]
+        ops += [self.rt.dispatch_op(b.update_algo, push) for b, push in zip(self._sets, pushes, strict=True)]
         last = len(ops)
         ops.append(after)
         if self._host_download is not None:
@@ -294,13 +294,12 @@ class DeviceGroups:
         if bset.push is None:  # made once; n (and a zero rng key) never change
             bset.push = np.zeros(self._push_words(group.variant), np.float32)
             bset.push.view(np.uint32)[0] = bset.n
-            bset.push64 = np.zeros(len(values), np.float64)
+            bset.push_rng = len(bset.push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC
         push: F32 = bset.push
-        # Through a float64 array made once: the same single rounding as astype(np.float32),
-        # without two temporary arrays per step (a step's host time is mostly such overhead).
-        bset.push64[:] = values
-        push[1 : 1 + len(values)] = bset.push64
-        if len(push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC:  # the rng key
+        # NumPy rounds each float64 value once to float32 (as astype would), with no array
+        # made per step: a step's host time is mostly such overhead.
+        push[1 : 1 + len(values)] = values
+        if bset.push_rng:  # the rng key
             push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
         return push
 

@@ -302,10 +302,14 @@ def prepare_grads(
     k = 0
     for gi, group in enumerate(groups):
         prepared = []
+        want = fmt.NUMPY_DTYPES[getattr(group, "param_dtype", "float32")]
         for pi, slot in enumerate(group.slots):
             g = grads[k]
-            name = f"param {pi} of group {gi}" if len(groups) > 1 else f"param {pi}"
             k += 1
+            if type(g) is np.ndarray and g.dtype == want and g.shape == slot.shape:
+                prepared.append(g)  # the common case, first: what the checks below accept as is
+                continue
+            name = f"param {pi} of group {gi}" if len(groups) > 1 else f"param {pi}"
             if is_kp_tensor(g):
                 if group.host_mode:
                     raise TypeError(f"grad for {name} is a kp tensor but the param is a NumPy array")
@@ -323,11 +327,10 @@ def prepare_grads(
                 raise TypeError(f"grad for {name} is not an array of numbers ({show(g)}): {exc}") from exc
             if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                 raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
-            param_dtype = getattr(group, "param_dtype", "float32")
-            want = fmt.NUMPY_DTYPES[param_dtype]
             if g.dtype != want:
                 # stacklevel: this function, Optimizer.step, the caller of step()
                 is_float = np.issubdtype(g.dtype, np.floating) or fmt.dtype_name(g.dtype) is not None
+                param_dtype = getattr(group, "param_dtype", "float32")
                 convert_float_or_refuse(f"grad for {name}", g.dtype, is_float, stacklevel=3, to=param_dtype)
                 g = g.astype(want)
             prepared.append(g)
