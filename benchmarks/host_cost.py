@@ -9,7 +9,9 @@ and ``gpu_all_ops_us`` from the first op's start to the last op's end, barriers 
 vk-adam's host time outside submit-and-wait (``Optimizer.last_host_seconds``), split into the
 part before the runtime's record-submit-wait (argument checks, push constants, ops) and after
 it. Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait shows in the
-host time.
+host time. Also the runtime's floor under the same step: its own ops (built once) run without
+vk-adam's Python -- the dispatch alone, with the barrier before it, with both barriers -- and
+``step()`` itself, taking turns (``run_*_us``, ``step_us``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +57,7 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             finally:
                 marks.append(time.perf_counter())
 
-        opt._rt.run = timed_run  # type: ignore[method-assign]
+        opt._rt.run = timed_run  # type: ignore[method-assign,assignment]
         for _ in range(repeats):
             marks.clear()
             t0 = time.perf_counter()
@@ -79,11 +83,35 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             "before_run_us": us(before),
             "after_run_us": us(after),
             "repeats": repeats,
-        }
+        } | runtime_floor(opt, repeats)
     finally:
         opt.close()
         rt.free_buffer(param)
         rt.close()
+
+
+def runtime_floor(opt: Any, repeats: int) -> dict[str, float]:
+    """Wall time (median us) of the runtime running a step's own ops, built once, without
+    vk-adam's Python around them: the update dispatch alone, after the barrier before it, and
+    with both barriers (the whole step's ops) -- against ``step()`` itself, timestamps off. The
+    four take turns, so a slow spell touches each alike. (The repeated dispatches update the
+    param: timing only.)"""
+    opt.profile = False
+    ops, first, last = opt._dev.step_ops([], opt._dev.pushes())
+    run = opt._rt.run
+    cases: dict[str, Callable[[], object]] = {
+        "run_dispatch_us": lambda: run(ops[first:last]),
+        "run_barrier_dispatch_us": lambda: run(ops[:last]),
+        "run_step_ops_us": lambda: run(ops),
+        "step_us": opt.step,
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: round(statistics.median(t[5:]) * 1e6, 2) for name, t in times.items()}
 
 
 def main() -> None:
