@@ -83,25 +83,30 @@ def _edit_function(signature: str, body: str) -> Callable[[str], str]:
     return lambda text: _replace_function(text, signature, body)
 
 
+def _in_shared_memory(text: str, declaration: str, copy_loop: str) -> tuple[str, int]:
+    """``text`` with ``declaration`` (a shared array) after the tables' defines, and
+    ``copy_loop`` run by every workgroup of an 8-bit step at the start of main(), behind a
+    barrier; and how many of the two places were found (2 when both)."""
+    text, declared = re.subn(
+        r"^(#define VK_ADAM_MAP_WORDS .*\n)", lambda m: m.group(1) + declaration + "\n", text, flags=re.M
+    )
+    copy = f"    if (VK_ADAM_ANY_INT8) {{\n{copy_loop}        barrier();\n    }}\n"
+    main = r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)"
+    text, copied = re.subn(main, lambda m: m.group(1) + copy, text, flags=re.M)
+    return text, declared + copied
+
+
 def _shared_tables(text: str) -> str:
     """The quantization tables copied into shared memory by every workgroup (behind a barrier)
     and read from there, as releases before 2026-12-02's harness did. Same results."""
     text, renamed = re.subn(r"^    uint vk_adam_tables\[\];$", "    uint vk_adam_qtable[];", text, flags=re.M)
-    text, declared = re.subn(
-        r"^(#define VK_ADAM_MAP_WORDS .*\n)",
-        lambda m: m.group(1) + "shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];\n",
+    text, found = _in_shared_memory(
         text,
-        flags=re.M,
-    )
-    copy = (
-        "    if (VK_ADAM_ANY_INT8) {\n"
+        "shared uint vk_adam_tables[2u * VK_ADAM_MAP_WORDS];",
         "        for (uint w = lid; w < 2u * VK_ADAM_MAP_WORDS; w += gl_WorkGroupSize.x) "
-        "vk_adam_tables[w] = vk_adam_qtable[w];\n"
-        "        barrier();\n    }\n"
+        "vk_adam_tables[w] = vk_adam_qtable[w];\n",
     )
-    main = r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)"
-    text, copied = re.subn(main, lambda m: m.group(1) + copy, text, flags=re.M)
-    assert renamed == declared == copied == 1, "the harness's tables are not where this probe expects them"
+    assert renamed == 1 and found == 2, "the harness's tables are not where this probe expects them"
     return text
 
 
@@ -111,28 +116,20 @@ def _shared_bucket_tables(text: str) -> str:
     The quantizer's reads are scattered over 6 KiB per map; shared memory serves a scattered
     read in about as many cycles as the most lanes that hit one bank, the L1 cache in as many
     as the lines it touches. Same results."""
-    text, declared = re.subn(
-        r"^(#define VK_ADAM_MAP_WORDS .*\n)",
-        lambda m: m.group(1) + "shared uint vk_adam_buckets[VK_ADAM_TABLE_BUCKETS];\n",
-        text,
-        flags=re.M,
-    )
     text, read = re.subn(
         r"vk_adam_tables\[map \+ \(bucket >> 1\)\]",
         "vk_adam_buckets[(map == 0u ? 0u : VK_ADAM_TABLE_BUCKETS / 2u) + (bucket >> 1)]",
         text,
     )
-    copy = (
-        "    if (VK_ADAM_ANY_INT8) {\n"
+    text, found = _in_shared_memory(
+        text,
+        "shared uint vk_adam_buckets[VK_ADAM_TABLE_BUCKETS];",
         "        for (uint w = lid; w < VK_ADAM_TABLE_BUCKETS; w += gl_WorkGroupSize.x) {\n"
         "            const uint words = VK_ADAM_TABLE_BUCKETS / 2u;  // per map\n"
         "            vk_adam_buckets[w] = vk_adam_tables[w < words ? w : w - words + VK_ADAM_MAP_WORDS];\n"
-        "        }\n"
-        "        barrier();\n    }\n"
+        "        }\n",
     )
-    main = r"^(void main\(\) \{\n    const uint lid = gl_LocalInvocationID.x;\n)"
-    text, copied = re.subn(main, lambda m: m.group(1) + copy, text, flags=re.M)
-    assert declared == read == copied == 1, "the harness's tables are not where this probe expects them"
+    assert read == 1 and found == 2, "the harness's tables are not where this probe expects them"
     return text
 
 
