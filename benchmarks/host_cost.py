@@ -17,6 +17,7 @@ vk-adam's Python -- the dispatch alone, with the barrier before it, with both ba
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -90,20 +91,37 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
         rt.close()
 
 
+#: The kp feature (patch 0016) that lets a step's update dispatch leave out kp's own barrier:
+#: without it, a step runs as the earlier releases did.
+NEW_OPS = ("dispatch barrier opt-out",)
+
+
 def runtime_floor(opt: Any, repeats: int) -> dict[str, float]:
     """Wall time (median us) of the runtime running a step's own ops, built once, without
     vk-adam's Python around them: the update dispatch alone, after the barrier before it, and
-    with both barriers (the whole step's ops) -- against ``step()`` itself, timestamps off. The
-    four take turns, so a slow spell touches each alike. (The repeated dispatches update the
-    param: timing only.)"""
+    with both barriers (the whole step's ops) -- against ``step()`` itself, timestamps off, and
+    ``step()`` as the earlier releases ran it (``step_legacy_ops_us``: the update dispatch with
+    kp's own barrier at its start, after the step's barrier). The five take turns, so a slow
+    spell touches each alike. (The repeated dispatches update the param: timing only.)"""
     opt.profile = False
     ops, first, last = opt._dev.step_ops([], opt._dev.pushes())
     run = opt._rt.run
+    features = opt._rt.features
+    legacy = dataclasses.replace(features, patches=tuple(p for p in features.patches if p not in NEW_OPS))
+
+    def legacy_step() -> None:
+        opt._rt.features = legacy
+        try:
+            opt.step()
+        finally:
+            opt._rt.features = features
+
     cases: dict[str, Callable[[], object]] = {
         "run_dispatch_us": lambda: run(ops[first:last]),
         "run_barrier_dispatch_us": lambda: run(ops[:last]),
         "run_step_ops_us": lambda: run(ops),
         "step_us": opt.step,
+        "step_legacy_ops_us": legacy_step,
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):

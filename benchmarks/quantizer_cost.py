@@ -375,8 +375,10 @@ def main() -> None:
                 if cfg.label not in args.configs:
                     continue
                 int8 = cfg.state_dtype == "int8-blockwise"
-                # Harness edits touch only the 8-bit path; knobs may touch any.
-                chosen = {k: v for k, v in rules.items() if int8 or k == "harness" or v[1]}
+                # The ablations touch only the 8-bit path; knobs and other harness files may
+                # touch any.
+                whole = {"harness", *(item.partition("=")[0] for item in args.harness)}
+                chosen = {k: v for k, v in rules.items() if int8 or k in whole or v[1]}
                 stats, work = args.pipeline_stats, Path(tmp)
                 for row in time_builds(cfg, n, chosen, args.repeats, args.rounds, stats, work):
                     emit(row)

@@ -16,7 +16,7 @@ def test_host_cost_reports_a_consistent_split():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     row = module.measure(1024, 12)
-    floor = ("run_dispatch_us", "run_barrier_dispatch_us", "run_step_ops_us", "step_us")
+    floor = ("run_dispatch_us", "run_barrier_dispatch_us", "run_step_ops_us", "step_us", "step_legacy_ops_us")
     for key in ("wall_us", "gpu_us", "gpu_all_ops_us", "host_us", "before_run_us", "after_run_us", *floor):
         assert isinstance(row[key], float) and row[key] > 0, key
     assert row["elements"] == 1024 and row["repeats"] == 12

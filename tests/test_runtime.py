@@ -67,6 +67,52 @@ def test_async_steps_with_numpy_grads_on_device_params_do_not_race_on_staging(rn
     param.destroy()
 
 
+def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_manager):
+    """kp patch 0016: with gradients on the device, a step's update dispatch is recorded without
+    kp's own barrier (the step's barrier before it orders it after earlier writes); a step that
+    uploads a NumPy gradient keeps it (the upload's transfer write). Sync, async and recorded
+    steps, taking turns, match the float64 reference (the suite runs under synchronization
+    validation: a missing dependency would be reported)."""
+    assert kp_features().dispatch_barrier_opt_out
+    n = 3000
+    init = rng.standard_normal(n).astype(np.float32)
+    param = kp_manager.tensor(init.copy())
+    upload(kp_manager, param, init)
+    ref, hyper = init.astype(np.float64), {**ADAMW.defaults, "lr": 0.01}
+    state = {k: np.zeros(n) for k in ADAMW.state_names(hyper)}
+    seq = kp_manager.sequence()
+    with vk_adam.AdamW([param], lr=0.01, manager=kp_manager) as opt:
+        barriers: list[list[bool]] = []
+        run, record, submit = opt._rt.run, opt._rt.record, opt._rt.submit
+
+        def seen(ops: list[object]) -> None:
+            barriers.append([op.barrier for op in ops if type(op).__name__ == "OpAlgoDispatch"])  # type: ignore[attr-defined]
+
+        opt._rt.run = lambda ops, **kw: (seen(ops), run(ops, **kw))[1]  # type: ignore[method-assign]
+        opt._rt.record = lambda sq, ops: (seen(ops), record(sq, ops))[1]  # type: ignore[method-assign]
+        opt._rt.submit = lambda ops: (seen(ops), submit(ops))[1]  # type: ignore[method-assign]
+        for t in range(1, 6):
+            g = random_grad(rng, (n,))
+            if t == 2:  # a NumPy gradient: uploaded within the step
+                opt.step([g])
+            elif t == 4:  # the application's upload, then the step, in one command buffer
+                opt.grad_buffer().data()[:] = g
+                seq.record(kp_module().OpTensorSyncDevice([opt.grad_buffer()]))
+                opt.record_step(seq)
+                seq.eval()
+            else:
+                upload(kp_manager, opt.grad_buffer(), g)
+                if t == 3:
+                    opt.step(wait=False).wait()
+                else:
+                    opt.step()
+            ADAMW.reference(ref, g.astype(np.float64), state, hyper, t)
+    assert barriers == [[False], [True], [False], [False], [False]]
+    assert scale_error(download(kp_manager, param), ref) <= 2e-6
+    seq.destroy()
+    param.destroy()
+
+
 def test_record_step_with_too_many_gradient_buffers_is_an_error_not_a_crash(rng, kp_manager):
     """Regression: a pipeline a recorded (not yet evaluated) step uses was destroyed to make
     room for a new gradient buffer, and evaluating the sequence crashed the process."""

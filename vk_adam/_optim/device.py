@@ -55,6 +55,20 @@ def push_values(rule: UpdateRule, group: Group, step: int) -> Sequence[float]:
     return values
 
 
+def gradient_prepass(dev: DeviceGroups, grad: Any, bset: BufferSet) -> tuple[Any, Any]:
+    """The pipeline and dispatch op of the pass over a buffer set's gradients before its update,
+    or (None, None): clipping's pass 1 (it also flags non-finite gradients), else
+    ``skip_nonfinite``'s check."""
+    grad_format = fmt.PARAM_FORMAT[bset.format.param]
+    if dev.clipper is not None:
+        return dev.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
+    if not dev.skip_nonfinite:
+        return None, None
+    shader = dev.builder.shader("nonfinite_check")
+    check = dev.rt.pipeline([grad, dev.status], shader, bset.n, uint_spec(grad_format), 1)
+    return check, dev.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
+
+
 class DeviceGroups:
     """Every group's buffers and pipelines on one runtime, and the ops of one step.
 
@@ -143,20 +157,7 @@ class DeviceGroups:
             bset.spirv, bset.spec = spirv, tuple(spec)
             shader, push = self.builder.shader(spirv), self._push_words(group.variant)
             update = self.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups)
-            grad_format = fmt.PARAM_FORMAT[bset.format.param]
-            check = check_op = None
-            if self.clipper is not None:  # its pass 1 also detects non-finite gradients
-                check, check_op = self.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
-            elif self.skip_nonfinite:
-                check = self.rt.pipeline(
-                    [grad, self.status],
-                    self.builder.shader("nonfinite_check"),
-                    bset.n,
-                    uint_spec(grad_format),
-                    1,
-                )
-                check_op = self.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
-            cached = (grad, update, check, check_op)
+            cached = (grad, update, *gradient_prepass(self, grad, bset))
             bset.pipelines[key] = cached
         if recording:
             bset.recorded.add(key)
@@ -283,7 +284,13 @@ class DeviceGroups:
                 ops.append(self._status_download)
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
-        ops += [self.rt.dispatch_op(b.update_algo, push) for b, push in zip(self._sets, pushes, strict=True)]
+        # With no upload in the step, the barrier before it already orders every dispatch after
+        # earlier writes to its buffers (an upload needs kp's own barrier per dispatch).
+        ordered = not upload
+        ops += [
+            self.rt.dispatch_op(b.update_algo, push, ordered=ordered)
+            for b, push in zip(self._sets, pushes, strict=True)
+        ]
         last = len(ops)
         ops.append(after)
         if self._host_download is not None:

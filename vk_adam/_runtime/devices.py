@@ -58,6 +58,20 @@ def subgroup_fields(props: Any) -> dict[str, int]:
     }
 
 
+def application_device(props: Any) -> DeviceInfo:
+    """What an application's own ``kp.Manager`` tells of its device (its properties dict)."""
+    return DeviceInfo(
+        -1,
+        str(props["device_name"]),
+        "unknown",
+        "application's kp.Manager",
+        "unknown",
+        int(props["max_work_group_count"][0]),
+        bool(props.get("timestamps_supported")),
+        **subgroup_fields(props),
+    )
+
+
 def _vulkaninfo_summary() -> list[dict[str, str]]:
     """Per-device fields from ``vulkaninfo --summary`` (same order as the loader), if installed."""
     exe = shutil.which("vulkaninfo")

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from .._errors import NoVulkanDeviceError
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
-from .devices import DeviceInfo, subgroup_fields
+from .devices import DeviceInfo, application_device
 
 Array = npt.NDArray[Any]
 
@@ -103,16 +103,7 @@ class Runtime:
             known = handed_back.info  # vk-adam's own shared manager, handed back to it
         self.manager = manager
         props = self.manager.get_device_properties()
-        self.device: DeviceInfo = known or DeviceInfo(
-            -1,
-            str(props["device_name"]),
-            "unknown",
-            "application's kp.Manager",
-            "unknown",
-            int(props["max_work_group_count"][0]),
-            bool(props.get("timestamps_supported")),
-            **subgroup_fields(props),
-        )
+        self.device: DeviceInfo = known or application_device(props)
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, _workgroup_limit())
@@ -224,8 +215,14 @@ class Runtime:
         """Copy each buffer's device memory to its host staging memory."""
         return self.kp.OpTensorSyncLocal(list(buffers))
 
-    def dispatch_op(self, pipeline: Any, push: Array) -> Any:
-        """One dispatch of ``pipeline`` with these push constants (float32 words)."""
+    def dispatch_op(self, pipeline: Any, push: Array, *, ordered: bool = False) -> Any:
+        """One dispatch of ``pipeline`` with these push constants (float32 words).
+
+        ``ordered``: a barrier op recorded before it already orders it after every earlier
+        write to its buffers, with no upload in between, so kp's own transfer -> shader barrier
+        at the start of every dispatch is left out (where this kp build allows it)."""
+        if ordered and self.features.dispatch_barrier_opt_out:
+            return self.kp.OpAlgoDispatch(pipeline, push, False)  # barrier=False
         return self.kp.OpAlgoDispatch(pipeline, push)
 
     # -- running ------------------------------------------------------------------------------

@@ -665,22 +665,27 @@ void vk_adam_plain_loop(uint lid, uint n, uint n_vec4) {
         vec4 p[4];
         vec4 s[4][VK_ADAM_STATE_SLOTS];
         VK_ADAM_PLAIN_LOAD(0u) VK_ADAM_PLAIN_LOAD(1u) VK_ADAM_PLAIN_LOAD(2u) VK_ADAM_PLAIN_LOAD(3u)
+        // The skip flag is read with the tile's loads, not before them: one memory round trip
+        // less before the first load (a tiny step is latency-bound). Nothing is stored yet.
+        if (vk_adam_skip_step != 0u) {
+            return;
+        }
         VK_ADAM_PLAIN_STORE(0u) VK_ADAM_PLAIN_STORE(1u) VK_ADAM_PLAIN_STORE(2u) VK_ADAM_PLAIN_STORE(3u)
     }
 }
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    if (vk_adam_skip_step != 0u) {
-        return;  // every invocation reads the same flag: no barrier below is left half-reached
-    }
     const uint n = vk_adam_pc.n;
     const uint n_vec4 = (n + 3u) >> 2;
     // Grid-stride loops (the host caps the workgroup count: maxComputeWorkGroupCount[0] is
-    // 65535 on many drivers).
+    // 65535 on many drivers). The plain loop checks the skip flag itself.
     if (!VK_ADAM_ANY_INT8) {
         vk_adam_plain_loop(lid, n, n_vec4);
         return;
+    }
+    if (vk_adam_skip_step != 0u) {
+        return;  // every invocation reads the same flag: no barrier below is left half-reached
     }
 #ifdef VK_ADAM_SUBGROUPS
     vk_adam_int8_subgroup_loop(n, n_vec4);
