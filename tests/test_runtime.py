@@ -3,6 +3,7 @@ the validation layer as judge, and the stock-kp fallback."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -67,12 +68,14 @@ def test_async_steps_with_numpy_grads_on_device_params_do_not_race_on_staging(rn
     param.destroy()
 
 
-def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_manager):
+@pytest.mark.parametrize("opt_out", [True, False], ids=["patched", "kp-without-the-opt-out"])
+def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_manager, opt_out):
     """kp patch 0016: with gradients on the device, a step's update dispatch is recorded without
     kp's own barrier (the step's barrier before it orders it after earlier writes); a step that
-    uploads a NumPy gradient keeps it (the upload's transfer write). Sync, async and recorded
-    steps, taking turns, match the float64 reference (the suite runs under synchronization
-    validation: a missing dependency would be reported)."""
+    uploads a NumPy gradient keeps it (the upload's transfer write); a kp without the patch
+    keeps it everywhere. Sync, async and recorded steps, taking turns, match the float64
+    reference (the suite runs under synchronization validation: a missing dependency in one
+    command buffer is reported, as the step's own barrier taken out shows)."""
     assert kp_features().dispatch_barrier_opt_out
     n = 3000
     init = rng.standard_normal(n).astype(np.float32)
@@ -82,6 +85,10 @@ def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_ma
     state = {k: np.zeros(n) for k in ADAMW.state_names(hyper)}
     seq = kp_manager.sequence()
     with vk_adam.AdamW([param], lr=0.01, manager=kp_manager) as opt:
+        if not opt_out:
+            features = opt._rt.features
+            kept = tuple(p for p in features.patches if p != "dispatch barrier opt-out")
+            opt._rt.features = dataclasses.replace(features, patches=kept)
         barriers: list[list[bool]] = []
         run, record, submit = opt._rt.run, opt._rt.record, opt._rt.submit
 
@@ -107,7 +114,7 @@ def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_ma
                 else:
                     opt.step()
             ADAMW.reference(ref, g.astype(np.float64), state, hyper, t)
-    assert barriers == [[False], [True], [False], [False], [False]]
+    assert barriers == ([[False], [True], [False], [False], [False]] if opt_out else [[True]] * 5)
     assert scale_error(download(kp_manager, param), ref) <= 2e-6
     seq.destroy()
     param.destroy()
