@@ -278,7 +278,11 @@ def test_a_thousand_manager_cycles_keep_memory_flat(tmp_path):
     assert rows[-1]["i"] == 999
     early = next(r for r in rows if r["i"] >= 100)
     assert rows[-1]["rss_mib"] - early["rss_mib"] < 8, (early, rows[-1])
-    assert rows[-1]["fds"] <= early["fds"] and rows[-1]["threads"] <= early["threads"]
+    assert rows[-1]["fds"] <= early["fds"]
+    # A driver thread still exiting when its cycle is sampled shows in that one sample (one CI run
+    # read 8 threads against 7 at the last cycle); a leaked thread shows in every later sample.
+    late = rows[-20:]
+    assert min(r["threads"] for r in late) <= early["threads"], (early, late)
 
 
 def test_a_thousand_optimizers_alive_at_once(tmp_path):
