@@ -26,6 +26,7 @@ ALL_KNOBS = (
     variants.VEC4S_ENV,
     variants.INT8_VEC4S_ENV,
     variants.INT8_WORKGROUPS_ENV,
+    variants.WORKGROUP_SIZE_ENV,
 )
 COMPUTE, BASIC, ARITHMETIC = 0x20, 0x1, 0x4
 
@@ -37,9 +38,9 @@ def _no_knobs(monkeypatch):
 
 
 def fake_device(
-    size: int = 32, stages: int = COMPUTE | 0x10, ops: int = 0x7F, name: str = "fake GPU"
+    size: int = 32, stages: int = COMPUTE | 0x10, ops: int = 0x7F, name: str = "fake GPU", threads: int = 1024
 ) -> DeviceInfo:
-    return DeviceInfo(0, name, "discrete", "fake", "1.3", 65535, True, size, stages, ops)
+    return DeviceInfo(0, name, "discrete", "fake", "1.3", 65535, True, size, stages, ops, threads)
 
 
 # -- selection on fake properties -----------------------------------------------------------------
@@ -87,11 +88,16 @@ def test_knob_defaults_and_refusals(monkeypatch):
     monkeypatch.setenv(variants.VEC4S_ENV, "4")
     monkeypatch.setenv(variants.INT8_VEC4S_ENV, "2")
     monkeypatch.setenv(variants.INT8_WORKGROUPS_ENV, "96")
-    assert loop_shape(fake_device(32)) == LoopShape(4, 2, 32, 96)
+    monkeypatch.setenv(variants.WORKGROUP_SIZE_ENV, "512")
+    assert loop_shape(fake_device(32)) == LoopShape(4, 2, 32, 96, 512)
+    monkeypatch.setenv(variants.WORKGROUP_SIZE_ENV, "1024")
+    with pytest.raises(ValueError, match="at most 512 invocations per workgroup"):
+        loop_shape(fake_device(32, threads=512))
     for name, bad in (
         (variants.VEC4S_ENV, "3"),
         (variants.INT8_VEC4S_ENV, "4"),
         (variants.INT8_WORKGROUPS_ENV, "0"),
+        (variants.WORKGROUP_SIZE_ENV, "100"),
     ):
         monkeypatch.setenv(name, bad)
         with pytest.raises(ValueError, match=name):
@@ -105,6 +111,45 @@ def test_invocations_cover_one_pass_of_each_loop():
     assert shape.invocations(n, quantized=False, subgroups=False) == 251
     assert shape.invocations(n, quantized=True, subgroups=False) == 501
     assert shape.invocations(n, quantized=True, subgroups=True) == 251  # 2 blocks x 2 vec4s per lane
+
+
+def test_the_workgroup_size_reaches_the_loops_that_take_any():
+    """Constant 25 and the launch's invocations per workgroup: the knob's size where the loop
+    takes any, 256 for the base variant's 8-bit loop, and nothing for a shader built before it."""
+    from vk_adam._optim.storage import GroupFormat, uint_spec
+    from vk_adam._optim.variants import WORKGROUP_SIZE_SPEC_ID, update_launch
+
+    shape = LoopShape(subgroup_size=32, workgroup_size=1024)
+    plain, int8 = GroupFormat(), GroupFormat(state=(2, 3))
+    harness5 = frozenset(range(16, 26))
+
+    def launch(form, subgroups=True, ids=harness5):
+        return update_launch(shape, "adam", form, 10**6, lambda _: subgroups, lambda _: ids)
+
+    for got, threads in ((launch(plain), 1024), (launch(int8), 1024), (launch(int8, subgroups=False), 256)):
+        assert got.threads == threads
+        assert got.spec[WORKGROUP_SIZE_SPEC_ID - 16] == uint_spec(threads)[0]
+    old = launch(plain, ids=harness5 - {WORKGROUP_SIZE_SPEC_ID})
+    assert old.threads == 256 and len(old.spec) == WORKGROUP_SIZE_SPEC_ID - 16
+
+
+def test_the_update_pipeline_is_sized_for_the_workgroup_size(monkeypatch):
+    from vk_adam._runtime import Runtime
+
+    sized = []
+    original = Runtime.pipeline
+
+    def spy(self, buffers, spirv, items, spec, push_floats, **kw):
+        sized.append((items, kw.get("threads", 256)))
+        return original(self, buffers, spirv, items, spec, push_floats, **kw)
+
+    monkeypatch.setattr(Runtime, "pipeline", spy)
+    monkeypatch.setenv(variants.WORKGROUP_SIZE_ENV, "1024")
+    with vk_adam.AdamW([np.zeros(4 * 5000, np.float32)], lr=1e-3) as opt:
+        opt.step([np.ones(4 * 5000, np.float32)])
+    # the update alone (no clipping, no non-finite check): a vec4 per invocation (the flat
+    # buffer is padded), in workgroups of 1,024
+    assert [(items >= 5000, threads) for items, threads in sized] == [(True, 1024)]
 
 
 def test_variant_names():
@@ -170,7 +215,13 @@ def test_both_variants_give_the_same_bits(param_dtype, stochastic, monkeypatch):
     monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
     base = run_int8(param_dtype, stochastic, n, seed=11)
     assert all(s == "adam" for s in base[2])
-    for knobs in ({"VK_ADAM_INT8_VEC4S": "1"}, {"VK_ADAM_INT8_VEC4S": "2"}, {"VK_ADAM_INT8_WORKGROUPS": "1"}):
+    for knobs in (
+        {"VK_ADAM_INT8_VEC4S": "1"},
+        {"VK_ADAM_INT8_VEC4S": "2"},
+        {"VK_ADAM_INT8_WORKGROUPS": "1"},
+        {"VK_ADAM_WORKGROUP_SIZE": "64", "VK_ADAM_INT8_WORKGROUPS": "3"},  # base variant: still 256
+        {"VK_ADAM_WORKGROUP_SIZE": "1024", "VK_ADAM_INT8_VEC4S": "2"},
+    ):
         for forced in ("0", "1"):
             monkeypatch.setenv(variants.SUBGROUPS_ENV, forced)
             for name, value in knobs.items():
@@ -231,7 +282,7 @@ def test_a_rule_without_the_subgroup_spirv_falls_back_to_the_base_variant(tmp_pa
 @pytest.mark.parametrize(
     "param_dtype, stochastic", [("float32", False), ("bfloat16", True), ("float16", False)]
 )
-def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
+def test_vec4s_and_workgroup_sizes_without_8_bit_state_give_the_same_bits(
     param_dtype, stochastic, state_dtype, monkeypatch
 ):
     rng = np.random.default_rng(4)
@@ -240,8 +291,9 @@ def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
     p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
     grads = (rng.standard_normal((3, n)) * 0.1).astype(np.float32).astype(dtype)
     results = []
-    for vec4s in ("1", "2", "4"):
+    for vec4s, threads in (("1", "256"), ("2", "256"), ("4", "256"), ("1", "64"), ("4", "1024"), ("2", "128")):
         monkeypatch.setenv(variants.VEC4S_ENV, vec4s)
+        monkeypatch.setenv(variants.WORKGROUP_SIZE_ENV, threads)
         monkeypatch.setenv("VK_ADAM_MAX_WORKGROUPS", "2")  # the grid-stride loop goes round
         p = p0.copy()
         with vk_adam.AdamW(
@@ -251,8 +303,8 @@ def test_vec4s_per_invocation_without_8_bit_state_gives_the_same_bits(
                 opt.step([g])
             results.append((p, opt.state_dict()["state"][0], None))
     assert not np.array_equal(results[0][0].view(np.uint8), p0.view(np.uint8))  # it did step
-    assert_same_bits(results[0], results[1])
-    assert_same_bits(results[0], results[2])
+    for other in results[1:]:
+        assert_same_bits(results[0], other)
 
 
 def test_a_subgroup_variant_with_another_interface_is_refused(tmp_path):

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant, UpdateRule
-from .._runtime import Runtime, is_kp_tensor
+from .._runtime import WORKGROUP_SIZE, Runtime, is_kp_tensor
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .layout import gather, scatter
@@ -145,18 +145,22 @@ class DeviceGroups:
             states = [bset.state[s.name] for s in group.variant.state]
             tensors = [bset.param, grad, self.status, *states]
             spec = group.spec
-            spirv, items, max_groups = str(group.variant.spirv), -(-bset.n // 4), None  # a vec4 each
+            spirv, items = str(group.variant.spirv), -(-bset.n // 4)  # a vec4 each
+            max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
             if self.builder.has_formats(group.variant):
                 absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
                 tensors += [*absmax, bset.master or self.unused, self.qtable]
                 padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
                 b = self.builder
                 launch = update_launch(self.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
-                spirv, items, max_groups = launch.spirv, launch.items, launch.max_groups
+                spirv, items = launch.spirv, launch.items
+                max_groups, threads = launch.max_groups, launch.threads
                 spec = (*spec, *padding, *launch.spec)
             bset.spirv, bset.spec = spirv, tuple(spec)
             shader, push = self.builder.shader(spirv), self._push_words(group.variant)
-            update = self.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups)
+            update = self.rt.pipeline(
+                tensors, shader, items, spec, push, max_groups=max_groups, threads=threads
+            )
             cached = (grad, update, *gradient_prepass(self, grad, bset))
             bset.pipelines[key] = cached
         if recording:

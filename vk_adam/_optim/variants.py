@@ -18,6 +18,10 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
   work is looped over); default 2048.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
+* ``VK_ADAM_WORKGROUP_SIZE`` (64, 128, 256, 512 or 1024, at most the device's limit): invocations
+  per workgroup of the path without 8-bit state and of the subgroup variant's 8-bit path; default
+  256. The base variant's 8-bit path always runs 256 (its shared block maxima assume it), and a
+  shader built before the knob (harness version < 5) runs its built-in 256.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "INT8_WORKGROUPS_ENV",
     "SUBGROUPS_ENV",
     "VEC4S_ENV",
+    "WORKGROUP_SIZE_ENV",
     "LoopShape",
     "UpdateLaunch",
     "loop_shape",
@@ -49,6 +54,7 @@ SUBGROUPS_ENV = "VK_ADAM_SUBGROUPS"
 INT8_VEC4S_ENV = "VK_ADAM_INT8_VEC4S"
 INT8_WORKGROUPS_ENV = "VK_ADAM_INT8_WORKGROUPS"
 VEC4S_ENV = "VK_ADAM_VEC4S"
+WORKGROUP_SIZE_ENV = "VK_ADAM_WORKGROUP_SIZE"
 
 #: VK_SHADER_STAGE_COMPUTE_BIT, VK_SUBGROUP_FEATURE_BASIC_BIT, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT.
 STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
@@ -56,6 +62,11 @@ STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
 SUBGROUP_SIZES = (8, 16, 32, 64)
 #: The specialization constant of ``VK_ADAM_VEC4S`` (harness version 4).
 VEC4S_SPEC_ID = 23
+#: The specialization constant of the workgroup size (``local_size_x_id``, harness version 5).
+WORKGROUP_SIZE_SPEC_ID = 25
+#: Workgroup sizes the knob takes, and the harness's own.
+WORKGROUP_SIZES = (64, 128, 256, 512, 1024)
+DEFAULT_WORKGROUP_SIZE = 256
 #: Vec4s per 8-bit block (256 values).
 BLOCK_VEC4S = 64
 DEFAULT_INT8_WORKGROUPS = 2048
@@ -118,6 +129,7 @@ class LoopShape:
     int8_vec4s: int = 1  # per invocation (base variant) or blocks per subgroup (subgroup variant)
     subgroup_size: int = 0  # 0: the base variant
     int8_workgroups: int = DEFAULT_INT8_WORKGROUPS
+    workgroup_size: int = DEFAULT_WORKGROUP_SIZE  # where the loop allows any (see the knob)
 
     def invocations(self, n: int, quantized: bool, subgroups: bool) -> int:
         """Invocations that cover ``n`` elements in one pass of the loop (before the workgroup
@@ -135,12 +147,14 @@ class LoopShape:
 @dataclass(frozen=True)
 class UpdateLaunch:
     """What one buffer set's update pipeline runs: the shader (a built-in name or a ``.spv``
-    path), specialization constants 16..24, invocations for one pass and a workgroup cap."""
+    path), specialization constants 16..25 (16..24 for a shader built before the workgroup-size
+    constant), invocations for one pass, invocations per workgroup and a workgroup cap."""
 
     spirv: str
     spec: tuple[float, ...]
     items: int
     max_groups: int | None
+    threads: int = DEFAULT_WORKGROUP_SIZE
 
 
 def update_launch(
@@ -154,16 +168,23 @@ def update_launch(
     """The launch of a rule shader ``spirv`` (built against the harness with storage formats)
     over ``n`` elements stored as ``form``. 8-bit state runs the subgroup variant where the
     device can (``shape.subgroup_size``) and the rule's package built one (a plugin built before
-    it has only the base SPIR-V); a shader built before the ``VK_ADAM_VEC4S`` knob takes 1."""
+    it has only the base SPIR-V); a shader built before the ``VK_ADAM_VEC4S`` knob takes 1, one
+    built before the workgroup-size constant keeps its 256 invocations per workgroup."""
     quantized = form.quantized
     subgroups = quantized and shape.subgroup_size > 0 and has_shader(subgroup_spirv(spirv))
     if subgroups:
         spirv = subgroup_spirv(spirv)
-    if not quantized and VEC4S_SPEC_ID not in spec_ids(spirv):
+    ids = spec_ids(spirv)
+    if not quantized and VEC4S_SPEC_ID not in ids:
         shape = dataclasses.replace(shape, vec4s=1)
     spec = (*form.spec(shape.int8_vec4s), *uint_spec(shape.vec4s, shape.subgroup_size or 32))
+    threads = DEFAULT_WORKGROUP_SIZE
+    if WORKGROUP_SIZE_SPEC_ID in ids:
+        if subgroups or not quantized:  # the base variant's 8-bit loop needs 256
+            threads = shape.workgroup_size
+        spec = (*spec, *uint_spec(threads))
     max_groups = shape.int8_workgroups if quantized else None
-    return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups)
+    return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups, threads)
 
 
 def loop_shape(device: DeviceInfo) -> LoopShape:
@@ -174,4 +195,15 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
         int8_vec4s=_env_choice(INT8_VEC4S_ENV, (1, 2), 1),
         subgroup_size=subgroup_size(device),
         int8_workgroups=_env_count(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
+        workgroup_size=_workgroup_size(device),
     )
+
+
+def _workgroup_size(device: DeviceInfo) -> int:
+    size = _env_choice(WORKGROUP_SIZE_ENV, WORKGROUP_SIZES, DEFAULT_WORKGROUP_SIZE)
+    if size > device.max_workgroup_size:
+        raise ValueError(
+            f"${WORKGROUP_SIZE_ENV}={size}, but {device.name} runs at most {device.max_workgroup_size} "
+            "invocations per workgroup: pick a smaller size, or unset it for the default (256)"
+        )
+    return size

@@ -165,11 +165,11 @@ def _check_setting(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
             f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
         )
-    # id 0 is VK_ADAM_ZERO_GRAD, 16..22 the storage formats and 23..24 the loop shape, supplied
+    # id 0 is VK_ADAM_ZERO_GRAD, 16..22 the storage formats and 23..25 the loop shape, supplied
     # by the optimizer
     supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & HARNESS_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
-        # The harness's constants (16..24) are supplied by the optimizer: name the rest.
+        # The harness's constants (16..25) are supplied by the optimizer: name the rest.
         declared = sorted(set(interface.spec_ids) - HARNESS_SPEC_IDS)
         expected = sorted(supplied - HARNESS_SPEC_IDS)
         raise InvalidRuleError(

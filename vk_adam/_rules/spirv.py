@@ -40,8 +40,9 @@ class ShaderInterface:
 #: Specialization-constant ids of the storage formats (vk_adam_rule.glsl, harness version 3).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
 #: Every specialization-constant id the optimizer supplies beyond 0: the storage formats and
-#: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4).
-HARNESS_SPEC_IDS = frozenset(range(16, 25))
+#: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4;
+#: 25: the workgroup size, harness 5).
+HARNESS_SPEC_IDS = frozenset(range(16, 26))
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:

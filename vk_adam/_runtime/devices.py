@@ -42,6 +42,9 @@ class DeviceInfo:
     subgroup_size: int = 0
     subgroup_stages: int = 0
     subgroup_operations: int = 0
+    #: Invocations one workgroup may have along x (maxComputeWorkGroupInvocations and
+    #: maxComputeWorkGroupSize[0], the smaller); 256 when kp does not report them.
+    max_workgroup_size: int = 256
 
     @property
     def is_software(self) -> bool:
@@ -50,11 +53,14 @@ class DeviceInfo:
 
 
 def subgroup_fields(props: Any) -> dict[str, int]:
-    """DeviceInfo's subgroup fields from a kp properties dict (zeros when it has none)."""
+    """DeviceInfo's subgroup fields (zeros when a kp properties dict has none) and its workgroup
+    size limit."""
+    sizes = props.get("max_work_group_size") or (256,)
     return {
         "subgroup_size": int(props.get("subgroup_size", 0)),
         "subgroup_stages": int(props.get("subgroup_supported_stages", 0)),
         "subgroup_operations": int(props.get("subgroup_supported_operations", 0)),
+        "max_workgroup_size": min(int(props.get("max_work_group_invocations", 256)), int(sizes[0])),
     }
 
 

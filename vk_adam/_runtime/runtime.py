@@ -168,15 +168,17 @@ class Runtime:
         push_floats: int,
         *,
         max_groups: int | None = None,
+        threads: int = WORKGROUP_SIZE,
     ) -> Any:
         """A compute pipeline over ``buffers`` (bindings 0..k-1) sized for ``items`` invocations.
 
         ``spec``: specialization constants (float32; kp's binding picks the push dtype from the
         spec dtype, so both stay float32). ``push_floats``: push-constant size in 4-byte words.
         ``max_groups``: a lower workgroup cap for this pipeline (its shader loops over the rest).
+        ``threads``: the shader's invocations per workgroup (as specialized).
         """
         cap = self.workgroup_cap if max_groups is None else min(self.workgroup_cap, max_groups)
-        groups = max(1, min(cap, -(-items // WORKGROUP_SIZE)))
+        groups = max(1, min(cap, -(-items // threads)))
         algo = self.manager.algorithm(
             list(buffers),
             spirv,

@@ -26,7 +26,8 @@
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
-// 16..21 are the storage formats below, 22..24 the loop's shape (vk_adam/_optim/variants.py).
+// 16..21 are the storage formats below, 22..25 the loop's shape (vk_adam/_optim/variants.py; 25 is
+// the workgroup size, 256 unless the host picks another for a loop that allows it).
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -45,7 +46,7 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 4
+#define VK_ADAM_HARNESS_VERSION 5
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -57,7 +58,10 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
-layout(local_size_x = 256) in;
+// Invocations per workgroup: 256, or what the host passes as constant 25 (64..1024) for the loops
+// that take any size (no 8-bit state, or the subgroup variant's); the base variant's 8-bit loop
+// and its shared block maxima assume 256, and the host keeps 256 for it.
+layout(local_size_x = 256, local_size_x_id = 25) in;
 layout(constant_id = 0) const float VK_ADAM_ZERO_GRAD = 1.0;
 // Storage formats (uint bit patterns; _formats.py): param 0 fp32, 1 fp16, 2 bf16; mode 0 plain,
 // 1 fp32 master copy, 2 stochastic rounding; state 0 fp32, 1 bf16, 2 int8 signed, 3 unsigned.
