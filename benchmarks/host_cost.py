@@ -11,7 +11,9 @@ part before the runtime's record-submit-wait (argument checks, push constants, o
 it. Run it under different ``KOMPUTE_FENCE_SPIN_US`` values to see how the wait shows in the
 host time. Also the runtime's floor under the same step: its own ops (built once) run without
 vk-adam's Python -- the dispatch alone, with the barrier before it, with both barriers -- and
-``step()`` itself, taking turns (``run_*_us``, ``step_us``).
+``step()`` itself, taking turns (``run_*_us``, ``step_us``). And whether plain Python runs slower
+after the step's wait (``probe_*_us``): the same few microseconds of interpreter work timed right
+after a synchronous step, right after a sleep as long as the step, and back to back.
 """
 
 from __future__ import annotations
@@ -73,18 +75,22 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
         def us(values: list[float]) -> float:
             return round(statistics.median(values) * 1e6, 2)
 
-        return {
-            "elements": elements,
-            "spin_us": os.environ.get("KOMPUTE_FENCE_SPIN_US", "default"),
-            "wall_us": us(wall),
-            "gpu_us": us(gpu),
-            "gpu_all_ops_us": us(spans),
-            "host_us": us(host),
-            "host_p90_us": round(sorted(host)[int(0.9 * len(host))] * 1e6, 2),
-            "before_run_us": us(before),
-            "after_run_us": us(after),
-            "repeats": repeats,
-        } | runtime_floor(opt, repeats)
+        return (
+            {
+                "elements": elements,
+                "spin_us": os.environ.get("KOMPUTE_FENCE_SPIN_US", "default"),
+                "wall_us": us(wall),
+                "gpu_us": us(gpu),
+                "gpu_all_ops_us": us(spans),
+                "host_us": us(host),
+                "host_p90_us": round(sorted(host)[int(0.9 * len(host))] * 1e6, 2),
+                "before_run_us": us(before),
+                "after_run_us": us(after),
+                "repeats": repeats,
+            }
+            | runtime_floor(opt, repeats)
+            | python_probe(opt, repeats, statistics.median(wall))
+        )
     finally:
         opt.close()
         rt.free_buffer(param)
@@ -129,6 +135,46 @@ def runtime_floor(opt: Any, repeats: int) -> dict[str, float]:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+    return {name: round(statistics.median(t[5:]) * 1e6, 2) for name, t in times.items()}
+
+
+def _interpreter_work() -> int:
+    """A few microseconds of plain Python: calls, a dict, a list, attribute reads -- what a
+    step's host side is made of, with no Vulkan call in it."""
+    table = {f"k{i}": i for i in range(24)}
+    values = [table[k] * 2 for k in sorted(table)]
+    return sum(v for v in values if v % 3) + len(dataclasses.fields(Probe))
+
+
+@dataclasses.dataclass
+class Probe:
+    a: int = 0
+    b: float = 0.0
+
+
+def python_probe(opt: Any, repeats: int, step_seconds: float) -> dict[str, float]:
+    """Median us of ``_interpreter_work``: right after a synchronous step returns
+    (``probe_after_step_us``), right after ``time.sleep`` as long as the step
+    (``probe_after_sleep_us``), and back to back (``probe_hot_us``). If the first two exceed the
+    third, the host itself runs slower after a wait, whatever the step's code."""
+    times: dict[str, list[float]] = {
+        "probe_after_step_us": [],
+        "probe_after_sleep_us": [],
+        "probe_hot_us": [],
+    }
+
+    def probe(name: str) -> None:
+        t0 = time.perf_counter()
+        _interpreter_work()
+        times[name].append(time.perf_counter() - t0)
+
+    for _ in range(repeats):
+        opt.step()
+        probe("probe_after_step_us")
+        time.sleep(step_seconds)
+        probe("probe_after_sleep_us")
+        _interpreter_work()
+        probe("probe_hot_us")
     return {name: round(statistics.median(t[5:]) * 1e6, 2) for name, t in times.items()}
 
 
