@@ -1,0 +1,87 @@
+"""Why the Vulkan copy yardstick (and some whole processes) run slower than the GPU can.
+
+    python benchmarks/copy_probe.py
+
+In one process: the copy shader (glsl/copy.comp) on buffers of 2^26 floats, timed by Vulkan
+timestamps (median of 10 dispatches, GB/s counting read + write), while other buffers are
+allocated and freed around it: the same buffers before and after a 2^28-float pair comes and
+goes, new buffers after that, buffers filled with random bits instead of ones, and an AdamW step
+at 16.8M elements. One JSON line per measurement. It tells apart a slow GPU (every buffer slow
+after some point), slow allocations (only buffers made after some point) and data that the
+hardware moves faster (ones against random bits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from vk_adam._rules.spirv import load_spirv
+from vk_adam._runtime import Runtime
+
+
+def copy_gbps(rt: Runtime, a: Any, b: Any, n: int, repeats: int = 10) -> float:
+    push = np.array([n // 4], np.uint32).view(np.float32)
+    algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, (), 1)
+    samples = []
+    for i in range(repeats + 3):
+        ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
+        assert ticks is not None
+        if i >= 3:
+            samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
+    rt.destroy_pipeline(algo)
+    return round(8 * n / statistics.median(samples) / 1e9)
+
+
+def pair(rt: Runtime, n: int, random: bool = False) -> tuple[Any, Any]:
+    if random:
+        data = np.random.default_rng(0).integers(0, 2**32, n, dtype=np.uint32).view(np.float32)
+    else:
+        data = np.ones(n, np.float32)
+    a, b = rt.buffer(data), rt.buffer(np.zeros(n, np.float32))
+    rt.run([rt.upload_op([a, b])])
+    return a, b
+
+
+def main() -> None:
+    rt = Runtime()
+    n = int(os.environ.get("COPY_PROBE_ELEMENTS", 2**26))
+    t0 = time.perf_counter()
+
+    def emit(label: str, value: object) -> None:
+        print(
+            json.dumps({"s": round(time.perf_counter() - t0, 2), "what": label, "value": value}), flush=True
+        )
+
+    a1, b1 = pair(rt, n)
+    emit("first pair, ones", [copy_gbps(rt, a1, b1, n) for _ in range(3)])
+    r1, s1 = pair(rt, n, random=True)
+    emit("second pair, random bits", [copy_gbps(rt, r1, s1, n) for _ in range(2)])
+    x, y = pair(rt, 2**28)
+    emit("2^28 pair", copy_gbps(rt, x, y, 2**28))
+    rt.free_buffer(x)
+    rt.free_buffer(y)
+    emit("first pair after the 2^28 pair is freed", [copy_gbps(rt, a1, b1, n) for _ in range(2)])
+    emit("second pair (random) after", copy_gbps(rt, r1, s1, n))
+    a2, b2 = pair(rt, n)
+    emit("new pair, ones", [copy_gbps(rt, a2, b2, n) for _ in range(2)])
+    r2, s2 = pair(rt, n, random=True)
+    emit("new pair, random bits", copy_gbps(rt, r2, s2, n))
+    for t in (a2, b2, r2, s2):
+        rt.free_buffer(t)
+    a3, b3 = pair(rt, n)
+    emit("newer pair after freeing those, ones", copy_gbps(rt, a3, b3, n))
+    emit("first pair again", copy_gbps(rt, a1, b1, n))
+    time.sleep(2.0)
+    emit("first pair after 2 s idle", copy_gbps(rt, a1, b1, n))
+    emit("newer pair after 2 s idle", copy_gbps(rt, a3, b3, n))
+    rt.close()
+
+
+if __name__ == "__main__":
+    main()
