@@ -55,9 +55,49 @@ class Result:
 # -- Vulkan -------------------------------------------------------------------------------------
 
 
+class ClockWarmer:
+    """Keeps the GPU busy for a moment right before something is timed.
+
+    Under light, bursty load (one step, then the host uploads or sleeps) a GPU lowers its shader
+    clock: on the H200 the SM clock fell from 1,980 MHz to 345 MHz within about three seconds of
+    such load, and a copy timed then read 1,600 GB/s instead of 4,100 (BENCHMARKS.md, "The GPU's
+    clock under light load"). Running copies back to back for ``seconds`` first brings the clock
+    back up, so what follows is timed at the clock a busy GPU runs at, as torch's peers are (they
+    time steps back to back). Call ``warm()`` before each timed step; ``close()`` frees its buffers.
+    """
+
+    def __init__(self, rt: Runtime, seconds: float = 0.03, elements: int = 2**24) -> None:
+        from ..._rules.spirv import load_spirv
+
+        self.rt, self.seconds = rt, seconds
+        self._a = rt.buffer(np.ones(elements, np.float32))
+        self._b = rt.buffer(np.zeros(elements, np.float32))
+        self._algo = rt.pipeline([self._a, self._b], load_spirv("copy"), elements // 4, (), 1)
+        push = np.array([elements // 4], np.uint32).view(np.float32)
+        rt.run([rt.upload_op([self._a, self._b])])
+        # each copy after a barrier over both buffers: the copies write the same buffer
+        self._batch = [
+            op
+            for _ in range(8)
+            for op in (rt.barrier_op([self._a, self._b]), rt.dispatch_op(self._algo, push))
+        ]
+
+    def warm(self) -> None:
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            self.rt.run(self._batch)
+
+    def close(self) -> None:
+        self.rt.destroy_pipeline(self._algo)
+        self.rt.free_buffer(self._a)
+        self.rt.free_buffer(self._b)
+
+
 def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
     """Bytes/s of a compute-shader copy (glsl/copy.comp: read + write, 16 B per load) timed by
-    Vulkan timestamps: the bandwidth yardstick for the update shader on the same device."""
+    Vulkan timestamps: the bandwidth yardstick for the update shader on the same device. Each
+    timed copy follows a moment of back-to-back copies (``ClockWarmer``), so it runs at the clock
+    of a busy GPU."""
     from ..._rules.spirv import load_spirv
 
     a = rt.buffer(np.ones(elements, np.float32))
@@ -65,16 +105,19 @@ def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
     n_vec4 = elements // 4
     push = np.array([n_vec4], np.uint32).view(np.float32)
     algo = rt.pipeline([a, b], load_spirv("copy"), n_vec4, (), 1)
+    warmer = ClockWarmer(rt, elements=min(elements, 2**24))
     try:
         rt.run([rt.upload_op([a, b])])
         samples = []
         for i in range(repeats + 3):
+            warmer.warm()
             ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
             assert ticks is not None
             if i >= 3:
                 samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
         return float(2 * 4 * elements / statistics.median(samples))
     finally:
+        warmer.close()
         rt.destroy_pipeline(algo)
         rt.free_buffer(a)
         rt.free_buffer(b)
