@@ -22,8 +22,6 @@ import os
 import statistics
 
 from vk_adam._commands.bench.formats import CONFIGS, format_data, time_format_step
-from vk_adam._commands.bench.measure import ClockWarmer
-from vk_adam._runtime import Runtime
 
 INT8_SETTINGS = [
     {"VK_ADAM_SUBGROUPS": "0", "VK_ADAM_INT8_VEC4S": "2", "VK_ADAM_INT8_WORKGROUPS": "2048"},
@@ -56,8 +54,6 @@ def main() -> None:
     parser.add_argument("--only", choices=("all", "plain", "int8"), default="all", help="which formats")
     args = parser.parse_args()
     best: dict[tuple[str, int], tuple[float, dict[str, str]]] = {}
-    rt = Runtime()
-    warmer = ClockWarmer(rt)  # each timed step at a busy GPU's clock (see ClockWarmer)
     for n in args.elements:
         for cfg in CONFIGS:
             int8 = cfg.state_dtype == "int8-blockwise"
@@ -70,7 +66,7 @@ def main() -> None:
                     for k in KNOBS:
                         os.environ.pop(k, None)
                     os.environ.update(setting)
-                    times, shader, _ = time_format_step(cfg, p, g, args.repeats, 3, warm=warmer.warm)
+                    times, shader, _ = time_format_step(cfg, p, g, args.repeats, 3)
                     ms = statistics.median(times) * 1e3
                     row = {"config": cfg.label, "elements": n, "round": r, **setting, "gpu_ms": round(ms, 4)}
                     row["shader"] = shader
@@ -79,8 +75,6 @@ def main() -> None:
                     if key not in best or ms < best[key][0]:
                         best[key] = (ms, setting)
             del p, g
-    warmer.close()
-    rt.close()
     for k in KNOBS:
         os.environ.pop(k, None)
     for (label, n), (ms, setting) in best.items():

@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 
-from vk_adam._commands.bench.formats import CONFIGS, format_data, time_format_step
 from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
 from vk_adam._runtime import Runtime
 
@@ -36,11 +35,3 @@ def test_the_copy_yardstick_is_a_bandwidth():
         assert math.isfinite(gbps) and gbps > 0
     finally:
         rt.close()
-
-
-def test_a_format_step_warms_before_every_timed_step():
-    calls = []
-    p, g = format_data(CONFIGS[0], 4096)
-    gpu, shader, _ = time_format_step(CONFIGS[0], p, g, 4, 1, warm=lambda: calls.append(1))
-    assert len(gpu) == 4 and all(t > 0 for t in gpu)
-    assert len(calls) == 4 and shader == "adam"

@@ -291,7 +291,14 @@ def test_vec4s_and_workgroup_sizes_without_8_bit_state_give_the_same_bits(
     p0 = rng.standard_normal(n).astype(np.float32).astype(dtype)
     grads = (rng.standard_normal((3, n)) * 0.1).astype(np.float32).astype(dtype)
     results = []
-    for vec4s, threads in (("1", "256"), ("2", "256"), ("4", "256"), ("1", "64"), ("4", "1024"), ("2", "128")):
+    for vec4s, threads in (
+        ("1", "256"),
+        ("2", "256"),
+        ("4", "256"),
+        ("1", "64"),
+        ("4", "1024"),
+        ("2", "128"),
+    ):
         monkeypatch.setenv(variants.VEC4S_ENV, vec4s)
         monkeypatch.setenv(variants.WORKGROUP_SIZE_ENV, threads)
         monkeypatch.setenv("VK_ADAM_MAX_WORKGROUPS", "2")  # the grid-stride loop goes round

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from typing import Any
 import numpy as np
 
 from ... import _formats as fmt
-from ..._runtime import Runtime
-from .measure import ClockWarmer
 from .peers import cuda_available
 
 
@@ -71,12 +68,9 @@ def time_format_step(
     repeats: int,
     warmup: int,
     device_index: int | None = None,
-    warm: Callable[[], None] | None = None,
 ) -> tuple[list[float], str, dict[str, int]]:
     """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
-    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``.
-    ``warm``: called before each step (``ClockWarmer.warm``: the step uploads and downloads its
-    NumPy params, and a GPU left idle meanwhile lowers its clock)."""
+    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
     from ..._optim.optimizer import Optimizer
 
     opt = Optimizer(
@@ -95,8 +89,6 @@ def time_format_step(
             opt.step()
         gpu = []
         for _ in range(repeats):
-            if warm is not None:
-                warm()
             opt.step()
             assert opt.last_gpu_seconds is not None
             gpu.append(opt.last_gpu_seconds)
@@ -105,16 +97,9 @@ def time_format_step(
         opt.close()
 
 
-def bench_format(
-    cfg: FormatConfig,
-    n: int,
-    device_index: int,
-    repeats: int,
-    warmup: int,
-    warm: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, warmup: int) -> dict[str, Any]:
     p, g = format_data(cfg, n)
-    gpu, shader, mem = time_format_step(cfg, p, g, repeats, warmup, device_index, warm)
+    gpu, shader, mem = time_format_step(cfg, p, g, repeats, warmup, device_index)
     resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
     return {
         "backend": "vk-adam",
@@ -198,21 +183,11 @@ def run_formats_bench(
     cuda = not software and cuda_available()
     rows: list[dict[str, Any]] = []
     jobs = [(cfg, n) for n in sizes for cfg in CONFIGS]
-    rt = Runtime(device=device_index)
-    warmer = None if software else ClockWarmer(rt)  # a CPU driver has no clock to bring up
-    try:
-        for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True, disable=quiet):
-            try:
-                warm = warmer.warm if warmer is not None else None
-                rows.append(bench_format(cfg, n, device_index, repeats, warmup, warm))
-            except Exception as exc:  # one failed run must not lose the others
-                rows.append(
-                    {"backend": "vk-adam", "config": cfg.label, "elements": n, "note": f"failed: {exc}"}
-                )
-    finally:
-        if warmer is not None:
-            warmer.close()
-        rt.close()
+    for cfg, n in tqdm(jobs, desc="formats", unit="run", dynamic_ncols=True, disable=quiet):
+        try:
+            rows.append(bench_format(cfg, n, device_index, repeats, warmup))
+        except Exception as exc:  # one failed run must not lose the others
+            rows.append({"backend": "vk-adam", "config": cfg.label, "elements": n, "note": f"failed: {exc}"})
     if cuda:
         for n in sizes:
             rows += bench_torch_formats(n, 50)

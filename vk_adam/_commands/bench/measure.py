@@ -58,12 +58,14 @@ class Result:
 class ClockWarmer:
     """Keeps the GPU busy for a moment right before something is timed.
 
-    Under light, bursty load (one step, then the host uploads or sleeps) a GPU lowers its shader
-    clock: on the H200 the SM clock fell from 1,980 MHz to 345 MHz within about three seconds of
-    such load, and a copy timed then read 1,600 GB/s instead of 4,100 (BENCHMARKS.md, "The GPU's
-    clock under light load"). Running copies back to back for ``seconds`` first brings the clock
-    back up, so what follows is timed at the clock a busy GPU runs at, as torch's peers are (they
-    time steps back to back). Call ``warm()`` before each timed step; ``close()`` frees its buffers.
+    Under light, bursty load a GPU lowers its shader clock: on the H200, in a process that used
+    only Vulkan, the SM clock fell from 1,980 MHz to 345 MHz within about three seconds of one
+    copy at a time, and the copy then read 1,600 GB/s instead of 4,100 (BENCHMARKS.md, "The GPU's
+    clock under light load"). ``warm()`` runs copies back to back for ``seconds`` so that what is
+    timed right after it runs at a busy GPU's clock: the copy yardstick does this before each
+    timed copy. (Measured there: 1,980 MHz throughout. 30 ms before each step of a process that
+    uploads NumPy params for tens of milliseconds per step did not hold the clock up.)
+    ``close()`` frees its buffers.
     """
 
     def __init__(self, rt: Runtime, seconds: float = 0.03, elements: int = 2**24) -> None:
