@@ -17,6 +17,7 @@ def test_host_cost_reports_a_consistent_split():
     spec.loader.exec_module(module)
     row = module.measure(1024, 12)
     floor = ("run_dispatch_us", "run_barrier_dispatch_us", "run_step_ops_us", "step_us", "step_legacy_ops_us")
+    floor += ("probe_after_step_us", "probe_after_sleep_us", "probe_hot_us")
     for key in ("wall_us", "gpu_us", "gpu_all_ops_us", "host_us", "before_run_us", "after_run_us", *floor):
         assert isinstance(row[key], float) and row[key] > 0, key
     assert row["elements"] == 1024 and row["repeats"] == 12
