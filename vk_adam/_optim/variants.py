@@ -122,7 +122,7 @@ def _env_count(name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class LoopShape:
-    """How the update shader's loop is shaped on one device (specialization constants 22-24 and
+    """How the update shader's loop is shaped on one device (specialization constants 22-25 and
     the workgroup count); see the module docstring for each knob."""
 
     vec4s: int = 1  # per invocation, no 8-bit state
