@@ -1,41 +1,32 @@
 """Why the Vulkan copy yardstick (and some whole processes) run slower than the GPU can.
 
-    python benchmarks/copy_probe.py
+    python benchmarks/copy_probe.py          # $COPY_PROBE_ELEMENTS: the pairs' size (2^26)
 
-In one process: the copy shader (glsl/copy.comp) on buffers of 2^26 floats, timed by Vulkan
-timestamps (median of 10 dispatches, GB/s counting read + write), while other buffers are
-allocated and freed around it: the same buffers before and after a 2^28-float pair comes and
-goes, new buffers after that, buffers filled with random bits instead of ones, and an AdamW step
-at 16.8M elements. One JSON line per measurement. It tells apart a slow GPU (every buffer slow
-after some point), slow allocations (only buffers made after some point) and data that the
-hardware moves faster (ones against random bits).
+In one process: the copy shader (glsl/copy.comp) on pairs of 2^26-float buffers, timed by
+Vulkan timestamps (median of 10 dispatches, GB/s counting read + write), while other buffers
+come and go: the first pairs before and after a pair four times as large is made and freed, new
+pairs after that (ones, and random bits), a pair made after freeing those, and the first pair
+and the newest again after 2 s idle. One JSON line per measurement (seconds into the process,
+what, GB/s). It tells a GPU that slowed down (every pair slow from some moment on, the first
+pair too) from slow allocations (only pairs made after some point) and from data the hardware
+moves faster (ones against random bits). Log the clocks beside it (``nvidia-smi -lms 100``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 from typing import Any
 
 import numpy as np
 
-from vk_adam._rules.spirv import load_spirv
+from vk_adam._commands.bench.measure import copy_seconds
 from vk_adam._runtime import Runtime
 
 
 def copy_gbps(rt: Runtime, a: Any, b: Any, n: int, repeats: int = 10) -> float:
-    push = np.array([n // 4], np.uint32).view(np.float32)
-    algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, (), 1)
-    samples = []
-    for i in range(repeats + 3):
-        ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
-        assert ticks is not None
-        if i >= 3:
-            samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
-    rt.destroy_pipeline(algo)
-    return round(8 * n / statistics.median(samples) / 1e9)
+    return round(8 * n / copy_seconds(rt, a, b, n, repeats) / 1e9)
 
 
 def pair(rt: Runtime, n: int, random: bool = False) -> tuple[Any, Any]:
@@ -62,8 +53,8 @@ def main() -> None:
     emit("first pair, ones", [copy_gbps(rt, a1, b1, n) for _ in range(3)])
     r1, s1 = pair(rt, n, random=True)
     emit("second pair, random bits", [copy_gbps(rt, r1, s1, n) for _ in range(2)])
-    x, y = pair(rt, 2**28)
-    emit("2^28 pair", copy_gbps(rt, x, y, 2**28))
+    x, y = pair(rt, 4 * n)
+    emit("a pair four times as large", copy_gbps(rt, x, y, 4 * n))
     rt.free_buffer(x)
     rt.free_buffer(y)
     emit("first pair after the 2^28 pair is freed", [copy_gbps(rt, a1, b1, n) for _ in range(2)])

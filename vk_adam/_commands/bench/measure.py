@@ -95,32 +95,42 @@ class ClockWarmer:
         self.rt.free_buffer(self._b)
 
 
+def copy_seconds(
+    rt: Runtime, src: Any, dst: Any, elements: int, repeats: int, warm: Callable[[], None] | None = None
+) -> float:
+    """Median GPU seconds (Vulkan timestamps, after 3 untimed) of glsl/copy.comp copying
+    ``elements`` floats of ``src`` into ``dst`` (uploaded buffers); ``warm`` runs before each."""
+    from ..._rules.spirv import load_spirv
+
+    push = np.array([elements // 4], np.uint32).view(np.float32)
+    algo = rt.pipeline([src, dst], load_spirv("copy"), elements // 4, (), 1)
+    try:
+        samples = []
+        for i in range(repeats + 3):
+            if warm is not None:
+                warm()
+            ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
+            assert ticks is not None
+            if i >= 3:
+                samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
+        return statistics.median(samples)
+    finally:
+        rt.destroy_pipeline(algo)
+
+
 def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
     """Bytes/s of a compute-shader copy (glsl/copy.comp: read + write, 16 B per load) timed by
     Vulkan timestamps: the bandwidth yardstick for the update shader on the same device. Each
     timed copy follows a moment of back-to-back copies (``ClockWarmer``), so it runs at the clock
     of a busy GPU."""
-    from ..._rules.spirv import load_spirv
-
     a = rt.buffer(np.ones(elements, np.float32))
     b = rt.buffer(np.zeros(elements, np.float32))
-    n_vec4 = elements // 4
-    push = np.array([n_vec4], np.uint32).view(np.float32)
-    algo = rt.pipeline([a, b], load_spirv("copy"), n_vec4, (), 1)
     warmer = ClockWarmer(rt, elements=min(elements, 2**24))
     try:
         rt.run([rt.upload_op([a, b])])
-        samples = []
-        for i in range(repeats + 3):
-            warmer.warm()
-            ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
-            assert ticks is not None
-            if i >= 3:
-                samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
-        return float(2 * 4 * elements / statistics.median(samples))
+        return float(2 * 4 * elements / copy_seconds(rt, a, b, elements, repeats, warmer.warm))
     finally:
         warmer.close()
-        rt.destroy_pipeline(algo)
         rt.free_buffer(a)
         rt.free_buffer(b)
 
