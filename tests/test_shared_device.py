@@ -22,7 +22,6 @@ from vk_adam._rules.builtin import ADAMW
 from vk_adam._runtime import open_devices, shared
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBE = ROOT / "benchmarks" / "lifecycle" / "probe.py"
 
 
 def _index(opt: vk_adam.Optimizer) -> int:
@@ -251,30 +250,29 @@ def test_a_device_that_cannot_be_opened_raises_instead_of_aborting(tmp_path):
     assert "raised:" in done.stdout and "vkCreateInstance failed" in done.stdout, done.stdout
 
 
-def _probe(name: str, n: int, tmp_path: Path, env: dict[str, str] | None = None) -> list[dict]:
-    out = tmp_path / f"{name}.jsonl"
-    full = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+def _load(name: str, n: int, env: dict[str, str] | None = None) -> list[dict]:
+    """One of tests/lifecycle_load.py's loads in a fresh process: its samples, one per line."""
     done = subprocess.run(
-        [sys.executable, str(PROBE), name, "--n", str(n), "--out", str(out)],
-        env=full,
+        [sys.executable, "-m", "tests.lifecycle_load", name, str(n)],
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
     )
-    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [r for r in rows if "outcome" not in r]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def _no_validation() -> dict[str, str]:
-    """The load probes run without the layers (they are about memory, not API use; the
+    """The loads run without the layers (they are about memory, not API use; the
     object-tracker test below runs under them)."""
     return {"VK_INSTANCE_LAYERS": "", "KOMPUTE_VALIDATION_LOG": ""}
 
 
-def test_a_thousand_manager_cycles_keep_memory_flat(tmp_path):
-    rows = _probe("manager-cycles", 1000, tmp_path, _no_validation())
+def test_a_thousand_manager_cycles_keep_memory_flat():
+    rows = _load("manager-cycles", 1000, _no_validation())
     assert rows[-1]["i"] == 999
     early = next(r for r in rows if r["i"] >= 100)
     assert rows[-1]["rss_mib"] - early["rss_mib"] < 8, (early, rows[-1])
@@ -285,8 +283,8 @@ def test_a_thousand_manager_cycles_keep_memory_flat(tmp_path):
     assert min(r["threads"] for r in late) <= early["threads"], (early, late)
 
 
-def test_a_thousand_optimizers_alive_at_once(tmp_path):
-    rows = _probe("optimizers-alive", 1000, tmp_path, _no_validation())
+def test_a_thousand_optimizers_alive_at_once():
+    rows = _load("optimizers-alive", 1000, _no_validation())
     assert rows[-1]["alive"] == 0 and rows[-1]["stepped"] == 1000
     assert max(r["alive"] for r in rows) == 1000
 
@@ -369,8 +367,8 @@ def test_a_closed_optimizer_is_freed_without_the_cycle_collector(front, rng):
             gc.enable()
 
 
-def test_ten_thousand_optimizer_cycles_keep_memory_flat(tmp_path):
-    rows = _probe("optimizer-cycles", 10_000, tmp_path, _no_validation())
+def test_ten_thousand_optimizer_cycles_keep_memory_flat():
+    rows = _load("optimizer-cycles", 10_000, _no_validation())
     assert rows[-1]["i"] == 9_999
     early = next(r for r in rows if r["i"] >= 1_000)
     assert rows[-1]["rss_mib"] - early["rss_mib"] < 4, (early, rows[-1])  # 0.45 KiB per cycle
