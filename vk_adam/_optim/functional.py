@@ -49,7 +49,7 @@ def adam_update(
     check_hyper_types(ADAMW, hyper)
     ADAMW.validate(hyper)
     step = as_step(step, "step", 1)
-    check_options(device, manager, zero_grad=zero_grad)
+    manager = check_options(device, manager, zero_grad=zero_grad)
     buffers = [param, grad, exp_avg, exp_avg_sq]
     names = ["param", "grad", "exp_avg", "exp_avg_sq"]
     if hyper["amsgrad"]:

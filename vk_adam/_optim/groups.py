@@ -15,7 +15,7 @@ import numpy as np
 from .. import _formats as fmt
 from .._inputs import convert_float_or_refuse
 from .._rules.rule import ShaderVariant, UpdateRule
-from .._runtime import is_kp_tensor
+from .._runtime import as_manager, is_kp_tensor
 from .layout import ParamSlot
 
 
@@ -59,14 +59,20 @@ def check_flag(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be True or False (got {show(value)})")
 
 
-def check_options(device: Any, manager: Any, **flags: Any) -> None:
-    """The keyword options of an optimizer (or ``adam_update``) other than hyperparameters."""
+def check_options(device: Any, manager: Any, **flags: Any) -> Any:
+    """The keyword options of an optimizer (or ``adam_update``) other than hyperparameters;
+    returns the ``kp.Manager`` that ``manager`` means (a ``DeviceHandle``'s own)."""
     for name, value in flags.items():
         check_flag(name, value)
     if device is not None and not isinstance(device, str) and type(device) is not int:
         raise TypeError(f"device must be a device index, a name substring or None (got {show(device)})")
+    manager = as_manager(manager)
     if manager is not None and not is_kp_object(manager, "Manager"):
-        raise TypeError(f"manager must be a kp.Manager or None (got {show(manager)})")
+        hint = "; pass its .manager" if is_kp_object(getattr(manager, "manager", None), "Manager") else ""
+        raise TypeError(
+            f"manager must be a kp.Manager, a vk_adam.DeviceHandle or None (got {show(manager)}){hint}"
+        )
+    return manager
 
 
 def as_step(value: Any, what: str, minimum: int) -> int:

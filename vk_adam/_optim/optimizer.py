@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import OptimizerClosedError
 from .._rules.checks import check_rule_object
 from .._rules.registry import default_registry
 from .._rules.rule import UpdateRule
@@ -33,6 +32,7 @@ from .groups import (
 )
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
+from .options import Closable, spell_out_options, split_options
 from .state_dict import read_state_dict, write_state_dict
 from .storage import Storage, Window
 
@@ -40,7 +40,7 @@ from .storage import Storage, Window
 MAX_STEPS_IN_FLIGHT = 8
 
 
-class Optimizer(DeviceAccess):
+class Optimizer(Closable, DeviceAccess):
     """An update rule from the registry, run on a Vulkan device through kp.
 
     ``params``: NumPy arrays of float32, float16 or bfloat16 (``ml_dtypes.bfloat16``; updated
@@ -52,7 +52,8 @@ class Optimizer(DeviceAccess):
     Keyword options:
       * ``device``: index or name substring (default ``$VK_ADAM_DEVICE``, else the first hardware
         GPU, else lavapipe). Ignored when ``manager`` is given.
-      * ``manager``: an existing ``kp.Manager``; required when params are kp tensors.
+      * ``manager``: an existing ``kp.Manager``, or a :class:`vk_adam.DeviceHandle`
+        (``vk_adam.open_device()``); required when params are kp tensors.
       * ``zero_grad``: zero the device gradient buffer in the same pass (default True).
       * ``skip_nonfinite``: when any gradient holds NaN/Inf, skip the whole step on the GPU and
         leave params, state and step count untouched (default False: torch's behaviour, the
@@ -66,33 +67,35 @@ class Optimizer(DeviceAccess):
       * ``profile``: time synchronous steps (``last_gpu_seconds``, ``last_host_seconds``); settable.
     """
 
+    @spell_out_options()
     def __init__(
         self,
         params: Iterable[Any],
         rule: str | UpdateRule,
         *,
-        device: int | str | None = None,
-        manager: Any = None,
-        zero_grad: bool = True,
-        skip_nonfinite: bool = False,
-        profile: bool = False,
-        clip_grad_norm: float | None = None,
-        state_dtype: str = "float32",
-        stochastic_rounding: bool = False,
-        seed: int = 0,
         _windows: Sequence[Window] = (),
         **hyper: Any,
     ) -> None:
         self._closed = True  # until fully built: close() must be safe on a half-built object
+        options, hyper = split_options(hyper)
         self.rule = default_registry().get(rule) if isinstance(rule, str) else rule
         # A rule object passed directly gets the checks registration runs (a shader that binds
         # more state buffers than the rule declares would crash the driver).
         check_rule_object(self.rule)
-        check_options(device, manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile)
+        device, manager, profile = options["device"], options["manager"], options["profile"]
+        zero_grad, skip_nonfinite = options["zero_grad"], options["skip_nonfinite"]
+        manager = check_options(
+            device, manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile
+        )
         #: Whether each step zeroes the device gradient buffer in the same pass.
         self.zeroes_grad, self.skip_nonfinite = bool(zero_grad), bool(skip_nonfinite)
-        max_norm = check_max_norm(clip_grad_norm)
+        max_norm = check_max_norm(options["clip_grad_norm"])
         self.defaults, groups = group_options(self.rule, params, hyper, has_manager=manager is not None)
+        state_dtype, stochastic_rounding, seed = (
+            options["state_dtype"],
+            options["stochastic_rounding"],
+            options["seed"],
+        )
         check_storage(state_dtype, stochastic_rounding, seed, groups)
         if max_norm is not None:
             check_harness(self.rule.variant_for(g) for g in groups)
@@ -124,10 +127,6 @@ class Optimizer(DeviceAccess):
         self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
 
     # -- stepping ------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise OptimizerClosedError("this optimizer was closed; create a new one")
 
     def step(self, grads: Sequence[Any] | None = None, *, wait: bool = True) -> StepHandle:
         """Apply one update to every param.
@@ -282,17 +281,6 @@ class Optimizer(DeviceAccess):
             group.grad_staging.clear()
         runtime.close()
         self._closed = True
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran; a closed optimizer refuses every call."""
-        return self._closed
-
-    def __enter__(self) -> Optimizer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         groups = (

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .optimizer import Optimizer
+from .options import OptimizerOptions, refuse_unknown, spell_out_options
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; annotations are not evaluated (3.10)
+    from typing import Unpack
 
 
 def _pair(betas: Any) -> Any:
@@ -22,9 +26,11 @@ class Adam(Optimizer):
     """Adam (Kingma & Ba 2015) with torch.optim.Adam's arguments, defaults and errors.
 
     ``weight_decay`` is L2 (added to the gradient) unless ``decoupled_weight_decay=True``.
-    See :class:`vk_adam.Optimizer` for ``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``.
+    Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``): see :class:`vk_adam.Optimizer`.
     """
 
+    @spell_out_options()
     def __init__(
         self,
         params: Iterable[Any],
@@ -36,15 +42,7 @@ class Adam(Optimizer):
         maximize: bool = False,
         *,
         decoupled_weight_decay: bool = False,
-        device: int | str | None = None,
-        manager: Any = None,
-        zero_grad: bool = True,
-        skip_nonfinite: bool = False,
-        profile: bool = False,
-        clip_grad_norm: float | None = None,
-        state_dtype: str = "float32",
-        stochastic_rounding: bool = False,
-        seed: int = 0,
+        **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(
             params,
@@ -56,22 +54,18 @@ class Adam(Optimizer):
             amsgrad=amsgrad,
             maximize=maximize,
             decoupled_weight_decay=decoupled_weight_decay,
-            device=device,
-            manager=manager,
-            zero_grad=zero_grad,
-            skip_nonfinite=skip_nonfinite,
-            profile=profile,
-            clip_grad_norm=clip_grad_norm,
-            state_dtype=state_dtype,
-            stochastic_rounding=stochastic_rounding,
-            seed=seed,
+            **refuse_unknown(f"{type(self).__name__}.__init__", options),
         )
 
 
 class AdamW(Optimizer):
     """AdamW (Loshchilov & Hutter 2019): Adam with decoupled weight decay, default 1e-2,
-    as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update."""
+    as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update.
+    Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``): see :class:`vk_adam.Optimizer`.
+    """
 
+    @spell_out_options()
     def __init__(
         self,
         params: Iterable[Any],
@@ -81,16 +75,7 @@ class AdamW(Optimizer):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         maximize: bool = False,
-        *,
-        device: int | str | None = None,
-        manager: Any = None,
-        zero_grad: bool = True,
-        skip_nonfinite: bool = False,
-        profile: bool = False,
-        clip_grad_norm: float | None = None,
-        state_dtype: str = "float32",
-        stochastic_rounding: bool = False,
-        seed: int = 0,
+        **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(
             params,
@@ -101,21 +86,17 @@ class AdamW(Optimizer):
             weight_decay=weight_decay,
             amsgrad=amsgrad,
             maximize=maximize,
-            device=device,
-            manager=manager,
-            zero_grad=zero_grad,
-            skip_nonfinite=skip_nonfinite,
-            profile=profile,
-            clip_grad_norm=clip_grad_norm,
-            state_dtype=state_dtype,
-            stochastic_rounding=stochastic_rounding,
-            seed=seed,
+            **refuse_unknown(f"{type(self).__name__}.__init__", options),
         )
 
 
 class SGD(Optimizer):
-    """SGD with momentum, dampening, Nesterov, weight decay and maximize: torch.optim.SGD."""
+    """SGD with momentum, dampening, Nesterov, weight decay and maximize: torch.optim.SGD.
+    Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``): see :class:`vk_adam.Optimizer`.
+    """
 
+    @spell_out_options()
     def __init__(
         self,
         params: Iterable[Any],
@@ -126,15 +107,7 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
-        device: int | str | None = None,
-        manager: Any = None,
-        zero_grad: bool = True,
-        skip_nonfinite: bool = False,
-        profile: bool = False,
-        clip_grad_norm: float | None = None,
-        state_dtype: str = "float32",
-        stochastic_rounding: bool = False,
-        seed: int = 0,
+        **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(
             params,
@@ -145,15 +118,7 @@ class SGD(Optimizer):
             weight_decay=weight_decay,
             nesterov=nesterov,
             maximize=maximize,
-            device=device,
-            manager=manager,
-            zero_grad=zero_grad,
-            skip_nonfinite=skip_nonfinite,
-            profile=profile,
-            clip_grad_norm=clip_grad_norm,
-            state_dtype=state_dtype,
-            stochastic_rounding=stochastic_rounding,
-            seed=seed,
+            **refuse_unknown(f"{type(self).__name__}.__init__", options),
         )
 
 

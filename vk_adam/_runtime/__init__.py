@@ -9,7 +9,7 @@ on a stock kp 0.9.0. Device discovery and the kp import with its feature detecti
 
 from ._kp import KpFeatures, StockKpWarning, kp_features, kp_module
 from .devices import DEVICE_ENV, DeviceInfo, list_devices, select_device
-from .runtime import MAX_ELEMENTS, MAX_WORKGROUPS, WORKGROUP_SIZE, Pending, Runtime, is_kp_tensor
+from .runtime import MAX_ELEMENTS, MAX_WORKGROUPS, WORKGROUP_SIZE, Pending, Runtime, as_manager, is_kp_tensor
 from .shared import LINGER_ENV, DeviceHandle, open_device, open_devices
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Pending",
     "Runtime",
     "StockKpWarning",
+    "as_manager",
     "is_kp_tensor",
     "kp_features",
     "kp_module",

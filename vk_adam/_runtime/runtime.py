@@ -81,11 +81,23 @@ class Pending:
         self._sequences = []
 
 
+def as_manager(manager: Any) -> Any:
+    """The ``kp.Manager`` meant by ``manager=``: a :class:`~.shared.DeviceHandle` stands for its
+    shared manager (``vk_adam.open_device()``); anything else is returned for the caller to check."""
+    if isinstance(manager, _shared.DeviceHandle):
+        if manager.manager is None:
+            raise ValueError(
+                "manager= got a closed DeviceHandle; open the device again (vk_adam.open_device())"
+            )
+        return manager.manager
+    return manager
+
+
 class Runtime:
     """Every buffer, pipeline and sequence one user (an optimizer, a check) made on a device.
 
-    ``manager``: the application's ``kp.Manager`` (never destroyed here), or None to use the
-    process's shared device for ``device`` (see :func:`select_device` and :mod:`.shared`):
+    ``manager``: the application's ``kp.Manager`` (never destroyed here) or a ``DeviceHandle``, or
+    None to use the process's shared device for ``device`` (see :func:`select_device`, :mod:`.shared`):
     :meth:`close` frees this runtime's objects and drops its reference on that device.
     """
 
@@ -95,6 +107,7 @@ class Runtime:
         warn_if_stock()
         self._shared: _shared.SharedDevice | None = None
         known: DeviceInfo | None = None
+        manager = as_manager(manager)
         if manager is None:
             self._shared = _shared.acquire(device)
             manager, known = self._shared.manager, self._shared.info

@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import OptimizerClosedError
 from .._optim.groups import prepare_grads, revalidate
 from .._optim.inflight import InFlight, StepHandle
 from .._optim.optimizer import Optimizer
+from .._optim.options import SHARD_OPTIONS, Closable, spell_out_options, split_options
 from .._optim.storage import Window
 from .._rules.rule import UpdateRule
 from .._runtime import DEVICE_ENV, list_devices
@@ -55,7 +55,7 @@ _PHASES = ("agree", "staging", "reduce_scatter", "norm", "update", "all_gather")
 _NO_FLIGHT = InFlight(lambda group: None)
 
 
-class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
+class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
     """An update rule over replicated params whose optimizer state is sharded across ranks
     (ZeRO stage 1), in the shape of ``torch.distributed.optim.ZeroRedundancyOptimizer``.
 
@@ -68,6 +68,7 @@ class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
     every rank calls it with the same arguments, and if any rank refuses them, all raise.
     """
 
+    @spell_out_options(SHARD_OPTIONS)
     def __init__(
         self,
         params: Iterable[Any],
@@ -75,16 +76,10 @@ class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
         *,
         comm: Any = None,
         process_group: Any = None,
-        device: int | str | None = None,
-        zero_grad: bool = True,
-        skip_nonfinite: bool = False,
-        clip_grad_norm: float | None = None,
-        state_dtype: str = "float32",
-        stochastic_rounding: bool = False,
-        seed: int = 0,
         **hyper: Any,
     ) -> None:
         self._closed = True
+        options, hyper = split_options(hyper, SHARD_OPTIONS)
         self._inner: Optimizer | None = None
         self._consolidated: StateMirror | None = None
         self._last_norm = float("nan")
@@ -99,12 +94,12 @@ class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
                 params,
                 rule,
                 self.world_size,
-                zero_grad=zero_grad,
-                skip_nonfinite=skip_nonfinite,
-                clip_grad_norm=clip_grad_norm,
-                state_dtype=state_dtype,
-                stochastic_rounding=stochastic_rounding,
-                seed=seed,
+                zero_grad=options["zero_grad"],
+                skip_nonfinite=options["skip_nonfinite"],
+                clip_grad_norm=options["clip_grad_norm"],
+                state_dtype=options["state_dtype"],
+                stochastic_rounding=options["stochastic_rounding"],
+                seed=options["seed"],
                 hyper=hyper,
             )
         except Exception as exc:
@@ -132,7 +127,7 @@ class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
         dtypes = [g.param_dtype for g in self._groups]
         self._staging = ShardStaging(self.partition, self.rank, [g.slots for g in self._groups], dtypes)
         try:
-            self._inner = self._build_shard(device)
+            self._inner = self._build_shard(options["device"])
         except Exception as exc:
             error = exc
         try:
@@ -271,26 +266,11 @@ class ZeroRedundancyOptimizer(ShardedStateDict, ShardAccess):
 
     # -- lifetime ----------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise OptimizerClosedError("this optimizer was closed; create a new one")
-
     def close(self) -> None:
         """Free this rank's Vulkan objects (not collective)."""
         if self._inner is not None:
             self._inner.close()
         self._closed = True
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran; a closed optimizer refuses every call."""
-        return self._closed
-
-    def __enter__(self) -> ZeroRedundancyOptimizer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         lo, hi = self.shard
