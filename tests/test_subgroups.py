@@ -105,6 +105,26 @@ def test_knob_defaults_and_refusals(monkeypatch):
         monkeypatch.delenv(name)
 
 
+def test_one_reader_for_integer_knobs(monkeypatch):
+    """``_inputs.env_int`` reads every integer knob (the loop shape's and the workgroup cap)."""
+    from vk_adam._inputs import env_int
+    from vk_adam._runtime.runtime import MAX_WORKGROUPS_ENV
+
+    monkeypatch.setenv(MAX_WORKGROUPS_ENV, "  ")
+    assert env_int(MAX_WORKGROUPS_ENV, 7) == 7
+    monkeypatch.setenv(MAX_WORKGROUPS_ENV, " 12 ")
+    assert env_int(MAX_WORKGROUPS_ENV, 7) == 12
+    assert env_int(MAX_WORKGROUPS_ENV, 7, (4, 12)) == 12
+    with pytest.raises(ValueError, match=r"must be one of 4, 8 \(got '12'\)"):
+        env_int(MAX_WORKGROUPS_ENV, 7, (4, 8))
+    for bad in ("0", "-3", "two", "1.5"):
+        monkeypatch.setenv(MAX_WORKGROUPS_ENV, bad)
+        with pytest.raises(
+            ValueError, match=rf"VK_ADAM_MAX_WORKGROUPS must be a positive workgroup count \(got '{bad}'\)"
+        ):
+            env_int(MAX_WORKGROUPS_ENV, 7)
+
+
 def test_invocations_cover_one_pass_of_each_loop():
     shape = LoopShape(vec4s=4, int8_vec4s=2, subgroup_size=32)
     n = 4 * 1000 + 1  # 1001 vec4s, 16 blocks

@@ -31,6 +31,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._inputs import env_int
 from .._rules.spirv import subgroup_spirv
 from .._runtime.devices import DeviceInfo
 from .storage import GroupFormat, uint_spec
@@ -100,24 +101,6 @@ def subgroup_size(device: DeviceInfo) -> int:
     if raw == "1":
         raise ValueError(f"${SUBGROUPS_ENV}=1, but {device.name} cannot run the subgroup variant: {reason}")
     return 0
-
-
-def _env_choice(name: str, allowed: tuple[int, ...], default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) not in allowed:
-        raise ValueError(f"${name} must be one of {', '.join(map(str, allowed))} (got {raw!r})")
-    return int(raw)
-
-
-def _env_count(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"${name} must be a positive workgroup count (got {raw!r})")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -190,17 +173,17 @@ def update_launch(
 def loop_shape(device: DeviceInfo) -> LoopShape:
     """The loop shape on ``device``: defaults per device kind, then the environment's knobs."""
     return LoopShape(
-        vec4s=_env_choice(VEC4S_ENV, (1, 2, 4), 1),
+        vec4s=env_int(VEC4S_ENV, 1, (1, 2, 4)),
         # measured: BENCHMARKS.md, "The 8-bit loop's registers" (one everywhere)
-        int8_vec4s=_env_choice(INT8_VEC4S_ENV, (1, 2), 1),
+        int8_vec4s=env_int(INT8_VEC4S_ENV, 1, (1, 2)),
         subgroup_size=subgroup_size(device),
-        int8_workgroups=_env_count(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
+        int8_workgroups=env_int(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
         workgroup_size=_workgroup_size(device),
     )
 
 
 def _workgroup_size(device: DeviceInfo) -> int:
-    size = _env_choice(WORKGROUP_SIZE_ENV, WORKGROUP_SIZES, DEFAULT_WORKGROUP_SIZE)
+    size = env_int(WORKGROUP_SIZE_ENV, DEFAULT_WORKGROUP_SIZE, WORKGROUP_SIZES)
     if size > device.max_workgroup_size:
         raise ValueError(
             f"${WORKGROUP_SIZE_ENV}={size}, but {device.name} runs at most {device.max_workgroup_size} "

@@ -17,7 +17,6 @@ submit, wait, barrier); only this package calls kp. It hides the two kp builds i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import NoVulkanDeviceError
+from .._inputs import env_int
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .devices import DeviceInfo, application_device
@@ -41,15 +41,6 @@ MAX_ELEMENTS = (2**32 - 1) // 4
 
 #: A lower workgroup cap for tuning experiments (benchmarks/grid_sweep.py); unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
-
-
-def _workgroup_limit() -> int:
-    raw = os.environ.get(MAX_WORKGROUPS_ENV, "").strip()
-    if not raw:
-        return MAX_WORKGROUPS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"${MAX_WORKGROUPS_ENV} must be a positive workgroup count (got {raw!r})")
-    return int(raw)
 
 
 def is_kp_tensor(obj: object) -> bool:
@@ -119,7 +110,8 @@ class Runtime:
         self.device: DeviceInfo = known or application_device(props)
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
-        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, _workgroup_limit())
+        limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
+        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences: list[Any] = []
