@@ -191,3 +191,31 @@ def test_load_state_dict_rejects_mismatch_and_keeps_state(rng):
         with pytest.raises(ValueError, match="2 param group"):
             opt.load_state_dict({"state": {}, "param_groups": good["param_groups"] * 2})
         assert_unchanged(before, opt, [p])
+
+
+def test_step_without_grads_on_numpy_params_is_refused_unless_the_buffer_was_taken(rng):
+    """A step without grads on NumPy params would read a gradient buffer nobody wrote (zeros:
+    weight decay moves the params anyway); the refusal says what to do, and changes nothing."""
+    p = rng.standard_normal(32).astype(np.float32)
+    before = p.copy()
+    with vk_adam.AdamW([p], lr=0.1) as opt:
+        for call in (lambda: opt.step(), lambda: opt.step(wait=False)):
+            with pytest.raises(
+                ValueError,
+                match=r"pass the gradients, step\(grads\), or write them into opt.grad_buffer\(0\)",
+            ):
+                call()
+        np.testing.assert_array_equal(p, before)
+        assert opt.param_groups[0] and opt.state_dict()["state"] == {}
+        opt.grad_buffer()  # the application may now have written it on the device
+        opt.step()
+        assert not np.array_equal(p, before)  # weight decay: the step ran
+    q = rng.standard_normal(32).astype(np.float32)
+    with vk_adam.SGD([q], lr=0.1, zero_grad=False) as opt:
+        with pytest.raises(ValueError, match="without grads on NumPy params"):
+            opt.step()
+        g = random_grad(rng, (32,))
+        opt.step([g])
+        after_one = q.copy()
+        opt.step()  # zero_grad=False: the first step's gradients are still on the device
+        np.testing.assert_allclose(q, after_one - 0.1 * g, rtol=1e-6, atol=1e-7)

@@ -22,6 +22,8 @@ class DeviceAccess:
     _dev: DeviceGroups
     _rt: Runtime
     _groups: list[Group]
+    #: Whether the application took a gradient buffer (to write it): ``step()`` may then go without grads.
+    _grad_buffer_taken: bool = False
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -76,7 +78,9 @@ class DeviceAccess:
         For NumPy groups it is the group's flat gradient buffer (see :meth:`param_offsets`).
         """
         self._check_open()
-        return self._groups[group].sets[index].grad
+        buffer = self._groups[group].sets[index].grad
+        self._grad_buffer_taken = True
+        return buffer
 
     def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
         """(offset, shape) of each param of a NumPy group inside its flat buffers."""

@@ -134,26 +134,18 @@ class Optimizer(Closable, DeviceAccess):
         ``grads``: one per param in param order; NumPy arrays (uploaded) or kp tensors already
         on the device (bound directly, no host copy). ``None`` uses the gradients already in
         the optimizer's device gradient buffers (:meth:`grad_buffer`), e.g. written there by
-        the application's own shaders. A wrong count, shape or size raises ValueError and
-        changes nothing.
+        the application's own shaders; for NumPy params that needs :meth:`grad_buffer` taken
+        (or, with ``zero_grad=False``, an earlier step's gradients), else it is a ValueError.
+        A wrong count, shape or size raises ValueError and changes nothing.
 
         ``wait=False`` returns as soon as the work is submitted; the returned handle's
         ``wait()`` finishes it. Later steps are ordered after earlier ones on the GPU.
         """
         started = time.perf_counter()
-        self._check_open()
         wait is True or wait is False or check_options(None, None, wait=wait)
-        prepared = prepare_grads(grads, self._groups)
-        if not wait and self.skip_nonfinite:
-            raise ValueError(
-                "skip_nonfinite steps are synchronous (the host must learn whether the step was "
-                "skipped before the next step's bias correction); use wait=True"
-            )
-        revalidate(self.rule, self._groups, self.zeroes_grad)
+        prepared = self._begin(grads, wait=wait)
         if wait:
             return self._step_sync(prepared, started)
-        if self._dev.grad_scale is not None:
-            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
         return self._step_async(prepared)
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
@@ -171,25 +163,68 @@ class Optimizer(Closable, DeviceAccess):
         (their pipelines live as long as the optimizer). NumPy params and gradients, and
         ``skip_nonfinite``, need the host between steps and are refused.
         """
-        self._check_open()
-        check_recordable(self._groups, self.skip_nonfinite, sequence)
-        prepared = prepare_grads(grads, self._groups, "record_step()")
-        refuse_host_grads(prepared)
-        revalidate(self.rule, self._groups, self.zeroes_grad)
-        pushes = self._dev.pushes()
-        self._dev.stage_inputs(prepared, recording=True)
-        ops, _, _ = self._dev.step_ops([], pushes)
+        prepared = self._begin(grads, recording=True, sequence=sequence)
+        ops, _, _ = self._ops(prepared, recording=True)
         self._rt.record(sequence, ops)
+        self._advance()
+        return self._groups[0].step
+
+    def _begin(
+        self, grads: Sequence[Any] | None, *, wait: bool = True, recording: bool = False, sequence: Any = None
+    ) -> Any:
+        """The preamble of every step path (``recording``: ``record_step`` into ``sequence``):
+        every check, in one order, before anything is written; returns the prepared gradients."""
+        self._check_open()
+        where = "record_step()" if recording else "step()"
+        if recording:
+            check_recordable(self._groups, self.skip_nonfinite, sequence)
+        prepared = prepare_grads(grads, self._groups, where)
+        if recording:
+            refuse_host_grads(prepared)
+        elif prepared is None:
+            self._refuse_unwritten_grads(where)
+        if not wait and self.skip_nonfinite:
+            raise ValueError(
+                "skip_nonfinite steps are synchronous (the host must learn whether the step was "
+                "skipped before the next step's bias correction); use wait=True"
+            )
+        revalidate(self.rule, self._groups, self.zeroes_grad)
+        if not wait and self._dev.grad_scale is not None:
+            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
+        return prepared
+
+    def _refuse_unwritten_grads(self, where: str) -> None:
+        """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
+        weight decay and momentum would still move the params), unless the application took
+        :meth:`grad_buffer` to write it or an earlier step left its gradients (``zero_grad=False``)."""
+        host = [gi for gi, g in enumerate(self._groups) if g.host_mode]
+        kept = not self.zeroes_grad and self._groups[0].step > 0
+        if host and not self._grad_buffer_taken and not kept:
+            raise ValueError(
+                f"{where} without grads on NumPy params (param group {host[0]}): pass the gradients, "
+                f"{where[:-2]}(grads), or write them into opt.grad_buffer({host[0]}) on the device first"
+            )
+
+    def _ops(
+        self, prepared: list[list[Any]] | None, *, recording: bool = False, status: bool = False
+    ) -> tuple[list[Any], int, int]:
+        """The ops of one step (and the indices of its first and last update op): this step's
+        push constants, its inputs staged (uploads, or bound device grads)."""
+        pushes = self._dev.pushes()
+        upload = self._dev.stage_inputs(prepared, recording=recording)
+        if status:
+            upload += self._dev.stage_status()
+        return self._dev.step_ops([] if recording else upload, pushes)
+
+    def _advance(self, copy_back: bool = False) -> None:
         for group in self._groups:
             group.step += 1
-        return self._groups[0].step
+            if copy_back:
+                self._dev.copy_back(group)
 
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
-        pushes = self._dev.pushes()
-        status = self._dev.status
-        upload = self._dev.stage_inputs(prepared) + self._dev.stage_status()
-        ops, first, last = self._dev.step_ops(upload, pushes)
+        ops, first, last = self._ops(prepared, status=True)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self.profile)
         eval_seconds = time.perf_counter() - eval_start
@@ -198,11 +233,9 @@ class Optimizer(Closable, DeviceAccess):
             self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
         handle.done = True
-        handle.skipped = self.skip_nonfinite and int(status.data()[0]) != 0
+        handle.skipped = self.skip_nonfinite and int(self._dev.status.data()[0]) != 0
         if not handle.skipped:
-            for group in self._groups:
-                group.step += 1
-                self._dev.copy_back(group)
+            self._advance(copy_back=True)
         if self.profile:
             self.last_host_seconds = time.perf_counter() - started - eval_seconds
         return handle
@@ -216,15 +249,11 @@ class Optimizer(Closable, DeviceAccess):
             # A submitted step's upload may not have read the staging memory yet: rewriting it
             # now would change that step's inputs (each buffer has one staging copy).
             self._drain()
-        pushes = self._dev.pushes()
-        upload = self._dev.stage_inputs(prepared)
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
-        ops, _, _ = self._dev.step_ops(upload, pushes)
+        ops, _, _ = self._ops(prepared)
         handle._pending = self._rt.submit(ops)  # one submission (patched kp)
-        for group in self._groups:
-            group.step += 1
-            if group.host_mode:
-                handle._finalize.append(group)
+        self._advance()
+        handle._finalize.extend(g for g in self._groups if g.host_mode)
         self._in_flight.add(handle)
         return handle
 
