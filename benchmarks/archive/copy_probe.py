@@ -1,6 +1,6 @@
 """Why the Vulkan copy yardstick (and some whole processes) run slower than the GPU can.
 
-    python benchmarks/copy_probe.py          # $COPY_PROBE_ELEMENTS: the pairs' size (2^26)
+    python benchmarks/archive/copy_probe.py          # $COPY_PROBE_ELEMENTS: the pairs' size (2^26)
 
 In one process: the copy shader (glsl/copy.comp) on pairs of 2^26-float buffers, timed by
 Vulkan timestamps (median of 10 dispatches, GB/s counting read + write), while other buffers

@@ -1,6 +1,6 @@
 """How the workgroup cap of the update dispatch changes its GPU time and back-to-back steps.
 
-    python benchmarks/grid_sweep.py [--sizes 22,24,26,28] [--caps 65535,8192,4224,2112,1056]
+    python benchmarks/archive/grid_sweep.py [--sizes 22,24,26,28] [--caps 65535,8192,4224,2112,1056]
 
 Each (cap, size, state format) runs in a child process (the cap is read when a runtime opens,
 from $VK_ADAM_MAX_WORKGROUPS): AdamW on one device-resident tensor, median GPU time of the

@@ -1,9 +1,9 @@
 """Where the 8-bit path's time goes: the AdamW shader rebuilt with parts of the harness's
 per-value work taken out, or with another loop shape, timed side by side in one process.
 
-    python benchmarks/quantizer_cost.py [--elements 16777216 268435456] [--repeats 1]
+    python benchmarks/archive/quantizer_cost.py [--elements 16777216 268435456] [--repeats 1]
         [--rounds 25] [--harness NAME=PATH ...] [--knobs NAME=VAR=VALUE[,...][@BUILD] ...]
-        [--builds NAME ...] [--pipeline-stats benchmarks/pipeline_stats/pipeline_stats]
+        [--builds NAME ...] [--pipeline-stats benchmarks/archive/pipeline_stats/pipeline_stats]
         [--copy-elements 9586981 5991863] [--configs LABEL ...]
 
 Each build compiles ``glsl/adam.comp`` (both SPIR-V variants) against a copy of the harness in
@@ -34,7 +34,7 @@ a change of the machine's speed during the run (another tenant on the GPU) touch
 alike. One JSON line per (build, format, size): GPU time of the update dispatch (Vulkan
 timestamps): median, 10th percentile and minimum over every step, and each round's median.
 ``--pipeline-stats``: also what the driver reports of each build's pipeline (registers, shared
-memory; ``benchmarks/pipeline_stats``). ``--copy-elements``: also a copy of 28 B per element at
+memory; ``benchmarks/archive/pipeline_stats``). ``--copy-elements``: also a copy of 28 B per element at
 that size (the bytes of one fp32 AdamW step; pass 16/28 or 10/28 of a size for the 8-bit rows),
 by the Vulkan copy shader and torch's device copy: the bandwidth a step could reach at most.
 """
@@ -62,7 +62,7 @@ from vk_adam._rules.builtin import ADAMW
 from vk_adam._rules.rule import UpdateRule
 from vk_adam.shaderc import compile_shaders
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = Path(vk_adam.__file__).parent / "include"
 
 
@@ -256,7 +256,7 @@ def copy_rows(sizes: list[int], repeats: int, emit: Callable[[dict[str, object]]
 
 
 def pipeline_stats(tool: str, opt: Any, workdir: Path) -> dict[str, object]:
-    """What the driver made of ``opt``'s update pipeline (benchmarks/pipeline_stats): its
+    """What the driver made of ``opt``'s update pipeline (benchmarks/archive/pipeline_stats): its
     statistics by name (NVIDIA: registers, shared memory, ...), or an "error"."""
     bset = opt._dev.groups[0].sets[0]
     spv = workdir / "stats.spv"
@@ -349,7 +349,7 @@ def main() -> None:
         help="also time the installed harness (or BUILD) with these loop-shape knobs (variants.py)",
     )
     parser.add_argument("--builds", nargs="+", help="time only these builds (names as printed)")
-    parser.add_argument("--pipeline-stats", metavar="TOOL", help="benchmarks/pipeline_stats binary")
+    parser.add_argument("--pipeline-stats", metavar="TOOL", help="benchmarks/archive/pipeline_stats binary")
     parser.add_argument("--copy-elements", type=int, nargs="*", default=[])
     parser.add_argument(
         "--configs",
