@@ -271,6 +271,7 @@ def _no_validation() -> dict[str, str]:
     return {"VK_INSTANCE_LAYERS": "", "KOMPUTE_VALIDATION_LOG": ""}
 
 
+@pytest.mark.slow
 def test_a_thousand_manager_cycles_keep_memory_flat():
     rows = _load("manager-cycles", 1000, _no_validation())
     assert rows[-1]["i"] == 999
@@ -283,6 +284,7 @@ def test_a_thousand_manager_cycles_keep_memory_flat():
     assert min(r["threads"] for r in late) <= early["threads"], (early, late)
 
 
+@pytest.mark.slow
 def test_a_thousand_optimizers_alive_at_once():
     rows = _load("optimizers-alive", 1000, _no_validation())
     assert rows[-1]["alive"] == 0 and rows[-1]["stepped"] == 1000
@@ -367,6 +369,7 @@ def test_a_closed_optimizer_is_freed_without_the_cycle_collector(front, rng):
             gc.enable()
 
 
+@pytest.mark.slow
 def test_ten_thousand_optimizer_cycles_keep_memory_flat():
     rows = _load("optimizer-cycles", 10_000, _no_validation())
     assert rows[-1]["i"] == 9_999
