@@ -100,3 +100,29 @@ def test_zero_grad_clears_the_device_gradient_buffer(rng, kp_manager):
         opt.step()  # a zero gradient: plain SGD leaves the params unchanged
         np.testing.assert_array_equal(download(mgr, param), before)
     param.destroy()
+
+
+def test_manager_takes_a_device_handle(rng):
+    """``manager=vk_adam.open_device()`` is the handle's shared kp.Manager; another object that
+    carries one is refused with a message that says ``.manager``; a closed handle is refused."""
+    init = rng.standard_normal(64).astype(np.float32)
+    g = random_grad(rng, (64,))
+    with vk_adam.open_device() as dev:
+        param = dev.manager.tensor(init.copy())
+        upload(dev.manager, param, init)
+        with vk_adam.SGD([param], lr=0.5, manager=dev) as opt:
+            assert opt._rt.manager is dev.manager
+            upload(dev.manager, opt.grad_buffer(), g)
+            opt.step()
+        np.testing.assert_allclose(download(dev.manager, param), init - 0.5 * g, rtol=1e-6, atol=1e-6)
+        param.destroy()
+
+        class Holder:
+            manager = dev.manager
+
+        with pytest.raises(
+            TypeError, match=r"kp.Manager, a vk_adam.DeviceHandle or None .*pass its .manager"
+        ):
+            vk_adam.Adam([np.zeros(4, np.float32)], manager=Holder())
+    with pytest.raises(ValueError, match="closed DeviceHandle"):
+        vk_adam.Adam([np.zeros(4, np.float32)], manager=dev)

@@ -131,6 +131,13 @@ def test_update_rejects_bad_gradients_without_changes(rng):
         key = next(iter(adapter.named_tensors()))
         with pytest.raises(ValueError, match="unknown LoRA tensors"):
             update_lora_adapter(adapter, opt, {"nope": np.zeros(3)})
+        # the message names the expected key form, and the key meant when only the prefix is missing
+        short = key.removeprefix("base_model.model.")
+        with pytest.raises(ValueError) as refused:
+            update_lora_adapter(adapter, opt, {short: np.zeros(3)})
+        message = str(refused.value)
+        assert "'base_model.model.<module path>.lora_A.weight' or '...lora_B.weight'" in message
+        assert f"such as {next(iter(adapter.slices()))!r}" in message and f"did you mean {key!r}?" in message
         with pytest.raises(ValueError, match="has shape"):
             update_lora_adapter(adapter, opt, {key: np.zeros((3, 3))})
         np.testing.assert_array_equal(adapter.flat_params, before)

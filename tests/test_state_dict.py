@@ -62,3 +62,20 @@ def test_load_torch_state_dict(rng):
     tp.grad = torch.from_numpy(g.copy())
     topt.step()
     np.testing.assert_allclose(q, tp.detach().numpy(), rtol=0, atol=1e-6 * np.abs(q).max())
+
+
+def test_another_rules_state_is_named_as_such(rng):
+    """An SGD state dict loaded into AdamW says it looks like another rule's state, and changes nothing."""
+    p = rng.standard_normal(16).astype(np.float32)
+    with vk_adam.SGD([p], lr=0.1, momentum=0.9) as sgd:
+        sgd.step([rng.standard_normal(16).astype(np.float32)])
+        sd = sgd.state_dict()
+    with vk_adam.AdamW([p.copy()]) as adamw:
+        before = adamw.state_dict()
+        with pytest.raises(ValueError) as refused:
+            adamw.load_state_dict(sd)
+        assert adamw.state_dict() == before
+    message = str(refused.value)
+    assert "lacks 'exp_avg' (rule 'adamw' keeps ['exp_avg', 'exp_avg_sq'])" in message
+    assert "looks like the state of a rule with buffers ['momentum_buffer']" in message
+    assert "hyperparameters ['dampening', 'momentum', 'nesterov']" in message

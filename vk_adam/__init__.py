@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._optim.inflight import StepHandle
     from ._optim.optimizer import Optimizer
     from ._optim.presets import SGD, Adam, AdamW, create
+    from ._rules.checks import InvalidRuleError
     from ._rules.hookspecs import hookimpl, hookspec
     from ._rules.registry import (
         BLOCK_ENV,
@@ -65,6 +66,7 @@ _DEFINED_IN = {
     "._optim.inflight": ("StepHandle",),
     "._optim.optimizer": ("Optimizer",),
     "._optim.presets": ("SGD", "Adam", "AdamW", "create"),
+    "._rules.checks": ("InvalidRuleError",),
     "._rules.hookspecs": ("hookimpl", "hookspec"),
     "._rules.registry": (
         "BLOCK_ENV",
@@ -101,6 +103,7 @@ __all__ = [
     "AdamW",
     "DeviceHandle",
     "DeviceInfo",
+    "InvalidRuleError",
     "NoVulkanDeviceError",
     "Optimizer",
     "OptimizerClosedError",

@@ -22,6 +22,10 @@ from .storage import STATE_DTYPE_OF, Storage, blocks, decode_state, is_signed, n
 #: State-dict key of a 16-bit param's fp32 master copy, and the suffix of 8-bit state's absmax.
 MASTER_KEY = "master_param"
 ABSMAX_SUFFIX = ".absmax"
+#: Param-group keys a state dict holds that are not a rule's hyperparameters.
+_NOT_HYPER = frozenset(
+    {"seed", "state_dtype", "initial_lr", "foreach", "fused", "capturable", "differentiable"}
+)
 
 Array = npt.NDArray[Any]
 
@@ -231,6 +235,33 @@ def _master_writes(bset: BufferSet, slot: ParamSlot, entry: Any, param_id: int) 
     return [(bset.master, np.float32, slot.offset, values)]
 
 
+def _lacks(
+    name: str,
+    param_id: int,
+    entry: Mapping[str, Any],
+    saved: Mapping[str, Any],
+    rule: UpdateRule,
+    group: Group,
+) -> str:
+    """The message for a state entry without one of this rule's buffers: what it holds instead,
+    when that looks like another rule's state (an SGD state dict loaded into AdamW)."""
+    mine = [s.name for s in group.variant.state]
+    message = f"state of param {param_id} lacks {name!r} (rule {rule.name!r} keeps {mine})"
+    theirs = sorted(
+        str(k) for k in entry if k not in ("step", MASTER_KEY) and not str(k).endswith(ABSMAX_SUFFIX)
+    )
+    hyper = sorted(str(k) for k in saved if k != "params" and k not in rule.defaults and k not in _NOT_HYPER)
+    if not theirs and not hyper:
+        return message
+    looks = (f"buffers {theirs}" if theirs else "no state buffers") + (
+        f" and hyperparameters {hyper}" if hyper else ""
+    )
+    return (
+        f"{message}; this looks like the state of a rule with {looks}: load it into an optimizer "
+        "of the rule that saved it"
+    )
+
+
 def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
     """Check ``state_dict`` against the optimizer whose device side is ``device``, then wait
     for its submitted steps (``drain``) and load it. On error nothing is modified: every
@@ -290,7 +321,7 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
             )
             for s, code in zip(group.variant.state, bset.format.state, strict=True):
                 if s.name not in entry:
-                    raise ValueError(f"state of param {saved_id} lacks {s.name!r}")
+                    raise ValueError(_lacks(s.name, saved_id, entry, saved_groups[gi], rule, group))
                 value = _state_array(entry[s.name], s.name, saved_id)
                 absmax = entry.get(s.name + ABSMAX_SUFFIX)
                 writes += _state_writes(bset, slot, s.name, code, value, absmax, saved_id)

@@ -22,7 +22,7 @@ from .._errors import OptimizerClosedError
 from .._inputs import convert_float_or_refuse
 from .._optim.optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
 from .._runtime import Runtime
-from .modules import DEFAULT_PATH_TEMPLATE, F32, Array, LoRAModule, adapter_dtype, peft_key
+from .modules import DEFAULT_PATH_TEMPLATE, F32, PEFT_PREFIX, Array, LoRAModule, adapter_dtype, peft_key
 from .peft import peft_config, read_peft, write_peft
 
 
@@ -324,7 +324,13 @@ def _checked_grads(adapter: LoRAAdapter, grads: Mapping[str, Any]) -> list[tuple
     slices = adapter.slices()
     unknown = sorted((key for key in grads if key not in slices), key=repr)
     if unknown:
-        raise ValueError(f"gradients for unknown LoRA tensors: {unknown[:5]}")
+        example = next(iter(slices), "")
+        near = [k for k in slices if isinstance(unknown[0], str) and unknown[0] and k.endswith(unknown[0])]
+        raise ValueError(
+            f"gradients for unknown LoRA tensors: {unknown[:5]}; keys are PEFT names, "
+            f"'{PEFT_PREFIX}<module path>.lora_A.weight' or '...lora_B.weight', such as {example!r} "
+            "(every key: adapter.slices())" + (f"; did you mean {near[0]!r}?" if near else "")
+        )
     out: list[tuple[int, Array]] = []
     for key, value in grads.items():
         offset, shape = slices[key]
