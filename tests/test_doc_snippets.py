@@ -10,8 +10,11 @@ the line just before its fence:
   --standalone``.
 * ``<!-- snippet: file PATH -->``: any block (GLSL, TOML, Python) is written to ``PATH`` in the
   folder of every later block of the page, instead of being run itself.
-* ``<!-- snippet: skip reason="..." -->``: not runnable Python by nature (an excerpt of a larger
-  file, test code for pytest); the reason is required and shown in the skip.
+* ``<!-- snippet: excerpt PATH -->``: lines quoted from ``PATH`` (relative to the repository),
+  which is run elsewhere; every line of the block must be a line of that file, in order (a line
+  ``...`` stands for lines left out).
+* ``<!-- snippet: skip reason="..." -->``: not runnable Python by nature (an abridged excerpt, a
+  signature); the reason is required and shown in the skip.
 """
 
 from __future__ import annotations
@@ -30,10 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w+-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*snippet:\s*(.*?)\s*-->\s*$")
-KINDS = ("continues", "torchrun", "file", "skip")
+KINDS = ("continues", "torchrun", "file", "excerpt", "skip")
 TIMEOUT_S = 600
-
-pytestmark = pytest.mark.slow
 
 
 @dataclass
@@ -125,6 +126,8 @@ def test_markers_are_well_formed() -> None:
                 problems.append(f"{where}: torchrun needs a rank count: <!-- snippet: torchrun 2 -->")
             if kind == "file" and (not arg or Path(arg).is_absolute() or ".." in Path(arg).parts):
                 problems.append(f"{where}: file needs a relative path inside the snippet's folder")
+            if kind == "excerpt" and not (ROOT / arg).is_file():
+                problems.append(f"{where}: excerpt names {arg!r}, which is not a file of the repository")
     assert not problems, "\n".join(problems)
     skips = [b for b in SNIPPETS if b.kind == "skip"]
     # Skips are for excerpts only; most blocks must run.
@@ -141,10 +144,36 @@ def script_of(block: Block) -> str:
     return "\n".join(p.code for p in parts)
 
 
-@pytest.mark.parametrize("block", SNIPPETS, ids=[b.where for b in SNIPPETS])
+def check_excerpt(block: Block) -> None:
+    """Every line of the block is a line of the quoted file, in order (``...`` skips lines)."""
+    source = [line.strip() for line in (ROOT / block.arg).read_text(encoding="utf-8").splitlines()]
+    at = 0
+    for n, line in enumerate(block.code.splitlines(), block.line + 1):
+        want = line.strip()
+        if not want or want == "...":
+            continue
+        try:
+            at = source.index(want, at) + 1
+        except ValueError:
+            pytest.fail(
+                f"{block.where}: line {n} is not in {block.arg} (after line {at}): {want!r}",
+                pytrace=False,
+            )
+
+
+# The whole file takes about 30 s on 2 cores; only the multi-process (torchrun) blocks are slow.
+CASES = [
+    pytest.param(b, id=b.where, marks=[pytest.mark.slow] if b.kind == "torchrun" else []) for b in SNIPPETS
+]
+
+
+@pytest.mark.parametrize("block", CASES)
 def test_snippet_runs(block: Block, tmp_path: Path) -> None:
     if block.kind == "skip":
         pytest.skip(f"{block.where}: {block.arg}")
+    if block.kind == "excerpt":
+        check_excerpt(block)
+        return
     for earlier in block.before:
         if earlier.kind == "file":
             target = tmp_path / earlier.arg
@@ -160,9 +189,7 @@ def test_snippet_runs(block: Block, tmp_path: Path) -> None:
     else:
         cmd = [sys.executable, str(script)]
     try:
-        done = subprocess.run(
-            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
+        done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{block.where}: did not finish in {TIMEOUT_S} s ({shlex.join(cmd)})\n{e.stderr}")
     if done.returncode != 0:
