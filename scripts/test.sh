@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
 # The test command: set-up (idempotent), the Lion plugin installed as a user would, then
 # ruff (lint + format check), mypy, and pytest on lavapipe (or whatever Vulkan device exists).
+#
+# `bash scripts/test.sh --quick`: the developer's loop, in the environment already set up: ruff,
+# mypy and `pytest -m "not slow"` (no multi-process, thousand-cycle or build tests; no set-up,
+# no validation layer). Other arguments go to pytest in both modes. `.ci/run` runs everything.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/setup.sh test
 VENV="${VK_ADAM_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  echo "== ruff"
+  "$PY" -m ruff check .
+  "$PY" -m ruff format --check .
+  echo "== mypy"
+  "$PY" -m mypy
+  echo "== pytest (not slow)"
+  PATHS=(tests)
+  if "$PY" -c "import vk_adam_lion" 2>/dev/null; then
+    PATHS+=(plugins/vk-adam-lion/tests)
+  else
+    echo "(the Lion plugin is not installed: its tests run in the full command)"
+  fi
+  exec "$PY" -m pytest -m "not slow" "${PATHS[@]}" "$@"
+fi
+bash scripts/setup.sh test
 CACHE="${VK_ADAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vk-adam}"
 # The test command only: Khronos validation layers (the suite runs under core + synchronization
 # validation: `pytest --vk-validation`, vk-adam's pytest plugin), and the stock kp 0.9.0, built once,

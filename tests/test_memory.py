@@ -7,6 +7,7 @@ import resource
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import vk_adam
 
@@ -16,6 +17,7 @@ def rss_kib() -> int:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
 
 
+@pytest.mark.slow  # thousands of cycles
 def test_ten_thousand_steps_do_not_grow_memory(rng):
     p = rng.standard_normal(1024).astype(np.float32)
     g = rng.standard_normal(1024).astype(np.float32)
@@ -37,6 +39,7 @@ def test_ten_thousand_steps_do_not_grow_memory(rng):
     assert np.isfinite(p).all()
 
 
+@pytest.mark.slow  # thousands of cycles
 def test_open_close_cycles_do_not_leak(rng):
     p = rng.standard_normal(4096).astype(np.float32)
     for _ in range(20):  # warm-up

@@ -448,6 +448,7 @@ def _docs_blocks() -> list[tuple[str, str]]:
     return re.findall(r"^```(\w+)\n(.*?)^```", DOCS.read_text(), re.M | re.S)
 
 
+@pytest.mark.slow  # builds a wheel
 @pytest.mark.skipif(
     shutil.which("glslangValidator") is None or shutil.which("spirv-val") is None,
     reason="glslang-tools / spirv-tools not installed (build-time tools)",

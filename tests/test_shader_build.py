@@ -94,6 +94,7 @@ def test_package_exports_a_typed_public_surface():
         assert hasattr(vk_adam, name), name
 
 
+@pytest.mark.slow  # builds an sdist and a wheel
 @needs_compiler
 def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
     """The packaging contract: GLSL in the sdist (no SPIR-V), SPIR-V compiled into every wheel."""

@@ -366,6 +366,7 @@ def _prepare(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     return config
 
 
+@pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(
     ("world", "case"), [(2, "adamw-clip-groups"), (3, "adamw-bf16-sr-int8"), (4, "sgd-fp16-master-load")]
 )
@@ -383,6 +384,7 @@ def _cuda_gpus() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
+@pytest.mark.slow  # multi-process
 @pytest.mark.skipif(
     _cuda_gpus() < 2,
     reason="the NCCL transport (CUDA staging tensors) needs torch with CUDA and one GPU per rank, "
@@ -395,6 +397,7 @@ def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path):
     check_job(launcher, config, 2, tmp_path / "job", done)
 
 
+@pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize(
     ("world", "case"),
@@ -413,6 +416,7 @@ def test_mpirun_matches_one_process(tmp_path, world, case):
     check_job(launcher, config, world, tmp_path / "job", done)
 
 
+@pytest.mark.slow  # multi-process
 @needs_mpi
 def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path):
     """Saved by 3 ranks (torchrun), loaded by 2 (mpirun): re-sharded, then as one process."""
@@ -432,6 +436,7 @@ def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path):
 FAILING = {"rule": "adamw", "groups": SHAPES, "options": {}, "steps": 4, "fail_rank": 1, "fail_step": 1}
 
 
+@pytest.mark.slow  # multi-process
 def test_torchrun_job_ends_when_a_rank_raises(tmp_path):
     """torchrun's agent stops every rank when one exits with an error (the others' next
     collective fails at once: gloo sees the connection close)."""
@@ -443,6 +448,7 @@ def test_torchrun_job_ends_when_a_rank_raises(tmp_path):
     assert seconds < 90, seconds
 
 
+@pytest.mark.slow  # multi-process
 def test_a_rank_that_hangs_times_out_the_others(tmp_path):
     """A rank alive but gone from the collectives: gloo's timeout (init_process_group(timeout=))
     ends the others' wait with an error, and torchrun then ends the job."""
@@ -455,6 +461,7 @@ def test_a_rank_that_hangs_times_out_the_others(tmp_path):
     assert 10 <= seconds < 150, seconds
 
 
+@pytest.mark.slow  # multi-process
 @needs_mpi
 def test_mpirun_job_ends_when_a_rank_raises(tmp_path):
     """Under ``python -m mpi4py`` an uncaught exception calls MPI_Abort: mpirun ends every rank."""
@@ -466,6 +473,7 @@ def test_mpirun_job_ends_when_a_rank_raises(tmp_path):
     assert seconds < 90, seconds
 
 
+@pytest.mark.slow  # multi-process
 @needs_mpi
 def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
     """MPI collectives have no timeout of their own: mpirun's ``--timeout`` (or
@@ -484,6 +492,7 @@ def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # multi-process
 def test_the_example_fine_tunes_on_two_ranks(tmp_path):
     port = str(_free_port())
     cmd = [
@@ -517,6 +526,7 @@ def test_the_example_fine_tunes_on_two_ranks(tmp_path):
         assert opt.state_dict()["state"][0]["step"] == 60.0
 
 
+@pytest.mark.slow  # multi-process
 def test_bench_zero_reports_every_backend_and_the_shards_state(tmp_path):
     cmd = [sys.executable, "-m", "vk_adam", "bench", "--cases", "zero", "--zero-elements", str(2**16)]
     cmd += ["--repeats", "2", "--warmup", "1", "--out", str(tmp_path)]
