@@ -55,6 +55,11 @@ SHADERS = {
     + "    p -= HYPER(0) * g / (sqrt(max(s[1] - s[0] * s[0], 0.0)) + HYPER(3));\n}\n",
     # Clamped for the update, but it also keeps the unclamped RMS in a third state buffer:
     # the NaN lands in a state buffer, not in the param.
+    # The plugin guide's trap: 1 - HYPER(1) computed in the shader, off by 1.3e-5 for 0.999.
+    "ema_in_shader": "#version 450\n#extension GL_GOOGLE_include_directive : require\n"
+    '#define VK_ADAM_STATE_COUNT 1\n#define VK_ADAM_HYPER_COUNT 2\n#include "vk_adam_rule.glsl"\n'
+    "void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {\n"
+    "    s[0] = HYPER(1) * s[0] + (1.0 - HYPER(1)) * g * g;\n    p -= HYPER(0) * g;\n}\n",
     "centered_rmsprop_rms_state": _HEADER.format(states=3, extra=", s[2] = the RMS")
     + "    s[2] = sqrt(s[1] - s[0] * s[0]);\n"
     + "    p -= HYPER(0) * g / (sqrt(max(s[1] - s[0] * s[0], 0.0)) + HYPER(3));\n}\n",
@@ -269,6 +274,51 @@ def test_a_wrong_reference_under_a_format_reports_how_many_differ(spirv, case, d
     assert found, message
     assert int(found["count"]) > 4  # more than allowed_mismatch_fraction lets through
     assert "not finite" not in message and "NaN" not in message
+
+
+def _ema_rule(spv: Path) -> UpdateRule:
+    def reference(param: Any, grad: Any, state: dict[str, Any], h: Any, step: int) -> None:
+        state["sq"][...] = h["beta"] * state["sq"] + (1.0 - h["beta"]) * grad * grad
+        param -= h["lr"] * grad
+
+    return UpdateRule(
+        name="ema_in_shader",
+        defaults={"lr": 1e-3, "beta": 0.999},
+        variants={"main": ShaderVariant(spv, (StateBuffer("sq"),), hyper_count=2)},
+        select_variant=lambda h: "main",
+        push_constants=lambda h, step: (h["lr"], h["beta"]),
+        reference=reference,
+    )
+
+
+def test_a_small_disagreement_names_float32_cancellation_in_the_shader(spirv):
+    with pytest.raises(RuleConformanceError) as err:
+        check_rule(_ema_rule(spirv["ema_in_shader"]), hyper=[{}], sizes=(1029,), formats=[], seed=SEED)
+    message = str(err.value)
+    found = re.match(
+        r"rule 'ema_in_shader': sq differs from the reference at step 1 .* worst (\S+)\. ", message
+    )
+    assert found and 2e-6 < float(found[1]) <= 1e-4, message
+    assert (
+        "float32 cancellation in `1.0 - HYPER(k)`" in message and "push `1 - beta` from the host" in message
+    )
+
+
+def test_a_large_disagreement_gets_no_cancellation_hint(spirv):
+    rule = centered_rmsprop(spirv["centered_rmsprop_clamped"], clamp=True, lr_factor=1.5)
+    with pytest.raises(RuleConformanceError) as err:
+        check_rule(rule, hyper=[{}], sizes=(1029,), formats=[], seed=SEED)
+    assert "cancellation" not in str(err.value)
+
+
+def test_invalid_rule_error_is_public():
+    import vk_adam
+    from vk_adam._rules.checks import InvalidRuleError
+
+    assert "InvalidRuleError" in vk_adam.__all__ and vk_adam.InvalidRuleError is InvalidRuleError
+    rule = dataclasses.replace(_ema_rule(Path("unused.spv")), name="not an identifier")
+    with pytest.raises(vk_adam.InvalidRuleError, match="must be a non-empty identifier"):
+        check_rule(rule)
 
 
 # -- the counting itself -----------------------------------------------------------------------
