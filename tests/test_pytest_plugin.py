@@ -505,3 +505,22 @@ def test_every_command_of_the_docs_ci_recipe_is_run_by_the_ci_script():
     code = [line for line in script if not line.lstrip().startswith("#")]
     missing = [c for c in commands if not any(c in line for line in code)]
     assert not missing, f"the docs' recipe has commands .ci/recipe-vulkan-testing.sh does not run: {missing}"
+
+
+def test_the_plugin_reaches_kp_only_through_the_runtime(monkeypatch):
+    """``_runtime.instance`` is the plugin's view of the kp already imported: none, stock, or
+    patched with a VkInstance that a Manager still holds."""
+    import types
+
+    from vk_adam._runtime import instance
+
+    assert "sys.modules" not in Path(vk_pytest.__file__).read_text()
+    monkeypatch.delitem(sys.modules, "kp", raising=False)
+    assert instance.imported_kp_version() is None and instance.release_imported_instance()
+    fake = types.ModuleType("kp")
+    fake.__version__ = "0.9.0"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kp", fake)
+    assert instance.imported_kp_version() == "0.9.0" and not instance.imported_kp_has_validation_log()
+    fake.patches = ("validation log",)  # type: ignore[attr-defined]
+    fake.release_instance = lambda: False  # type: ignore[attr-defined]
+    assert instance.imported_kp_has_validation_log() and not instance.release_imported_instance()

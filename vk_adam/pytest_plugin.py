@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -141,12 +140,14 @@ def _refuse_a_kp_instance_made_before_configure() -> None:
     """kp makes one VkInstance per process and keeps it; the loader reads the environment only
     when it is created. One made before now (a conftest.py or plugin that used kp at import) has
     no layer: drop it if nothing holds it, else say that validation cannot be enabled."""
-    kp = sys.modules.get("kp")  # never import kp here: only one already imported matters
-    if kp is None:
+    from ._runtime import instance  # imports no kp: only one already imported matters
+
+    version = instance.imported_kp_version()
+    if version is None:
         return
-    if "validation log" not in getattr(kp, "patches", ()):
-        raise pytest.UsageError(_NO_LOG.format(version=getattr(kp, "__version__", "?")))
-    if not kp.release_instance():
+    if not instance.imported_kp_has_validation_log():
+        raise pytest.UsageError(_NO_LOG.format(version=version))
+    if not instance.release_imported_instance():
         raise pytest.UsageError(
             "--vk-validation could not be enabled: kp's VkInstance was created before "
             "pytest_configure (a conftest.py or plugin opened a Vulkan device at import) and a "
@@ -263,12 +264,16 @@ class Validation:
 
     def _check_kp(self) -> None:
         """A kp imported during the session must be able to log (checked once)."""
-        kp = sys.modules.get("kp")
-        if self._kp_checked or kp is None:
+        if self._kp_checked:
+            return
+        from ._runtime import instance  # imports no kp
+
+        version = instance.imported_kp_version()
+        if version is None:
             return
         self._kp_checked = True
-        if "validation log" not in getattr(kp, "patches", ()):
-            pytest.exit(_NO_LOG.format(version=getattr(kp, "__version__", "?")), pytest.ExitCode.USAGE_ERROR)
+        if not instance.imported_kp_has_validation_log():
+            pytest.exit(_NO_LOG.format(version=version), pytest.ExitCode.USAGE_ERROR)
 
     def _fail(self, messages: list[str], when: str) -> None:
         ids = list(dict.fromkeys(m.splitlines()[0] for m in messages))
