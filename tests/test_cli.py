@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -65,3 +66,21 @@ def test_device_choice_follows_argument_then_environment(monkeypatch):
     monkeypatch.setenv(DEVICE_ENV, "no-such-device")
     with pytest.raises(ValueError, match="no Vulkan device name contains 'no-such-device'"):
         select_device()
+
+
+def test_bench_is_table_driven(tmp_path, monkeypatch, capsys):
+    """Cases with tables of their own run first, in the table's order, from OWN_TABLES; every
+    backend a case can get has its runner in BACKENDS."""
+    from vk_adam._commands.bench import run
+    from vk_adam._commands.bench.cases import select_cases
+
+    ran: list[str] = []
+    for name in run.OWN_TABLES:
+        monkeypatch.setitem(
+            run.OWN_TABLES, name, lambda args, info, name=name: ran.append(name) or f"[{name}]"
+        )
+    assert main(["bench", "--cases", "zero,train", "--out", str(tmp_path), "--quiet"]) == 0
+    assert ran == ["train", "zero"] and capsys.readouterr().out.split() == ["[train]", "[zero]"]
+    args = argparse.Namespace(cpu_max_elements=2**40)
+    backends = {backend for _, backend in run._jobs(select_cases("all", False), args, True, True)}
+    assert backends == set(run.BACKENDS)
