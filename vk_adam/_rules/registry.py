@@ -129,136 +129,176 @@ def load_registry(
     This returns a new registry; ``vk_adam.create`` and the optimizer classes use the
     process-wide one, which :func:`reload_registry` replaces.
     """
-    blocked_names = _names(blocked, "blocked", BLOCK_ENV)
-    override_names = _names(allow_builtin_override, "allow_builtin_override", BUILTIN_OVERRIDE_ENV)
-    pm = pluggy.PluginManager(_hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(_hookspecs)
-    registry = RuleRegistry(plugin_manager=pm)
-    plugin_dists: dict[int, str] = {}  # id(plugin object) -> "distribution version"
-    known_plugins: set[str] = {BUILTIN_PLUGIN}  # every plugin name a user could block
-    pm.register(_builtin_rules, name=BUILTIN_PLUGIN)
-    for name in blocked_names:
-        if name != BUILTIN_PLUGIN:
-            pm.set_blocked(name)
+    loading = _Loading(
+        _names(blocked, "blocked", BLOCK_ENV),
+        _names(allow_builtin_override, "allow_builtin_override", BUILTIN_OVERRIDE_ENV),
+    )
     found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    known_plugins |= {ep.name for ep in found}
+    loading.known_plugins |= {ep.name for ep in found}
     if entry_points:
+        loading.load_entry_points(found)
+    for index, extra in enumerate(extra_plugins):
+        extra_name = getattr(extra, "__name__", f"extra-plugin-{index}")
+        loading.known_plugins.add(extra_name)
+        loading.pm.register(extra, name=extra_name)  # a blocked name registers nothing (pluggy)
+    loading.collect_rules()
+    loading.check_names()
+    for message in loading.warnings:  # here, so that they point at the caller of load_registry
+        _warn(message)
+    return loading.registry
+
+
+class _Loading:
+    """One run of :func:`load_registry`: the plugin manager, the registry it fills, and the
+    warnings it has to give."""
+
+    def __init__(self, blocked: dict[str, str], overrides: dict[str, str]) -> None:
+        self.blocked, self.overrides = blocked, overrides
+        self.pm = pluggy.PluginManager(_hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(_hookspecs)
+        self.registry = RuleRegistry(plugin_manager=self.pm)
+        self.plugin_dists: dict[int, str] = {}  # id(plugin object) -> "distribution version"
+        self.known_plugins: set[str] = {BUILTIN_PLUGIN}  # every plugin name a user could block
+        self.origin: dict[str, tuple[str, str]] = {}  # rule name -> (plugin name, distribution)
+        self.builtin_names = {r.name.lower() for r in _builtin_rules.vk_adam_rules()}
+        self.warnings: list[str] = []
+        self.pm.register(_builtin_rules, name=BUILTIN_PLUGIN)
+        for name in blocked:
+            if name != BUILTIN_PLUGIN:
+                self.pm.set_blocked(name)
+
+    def _fail(self, plugin: str, dist: str, error: str, message: str | None = None) -> None:
+        self.registry.failures.append(PluginFailure(plugin, dist, error))
+        if message is not None:
+            self.warnings.append(message)
+
+    def load_entry_points(self, found: Iterable[importlib.metadata.EntryPoint]) -> None:
         loaded_from: dict[str, str] = {}  # entry-point name -> distribution that registered it
         for ep in found:
             dist = f"{ep.dist.metadata['name']} {ep.dist.version}" if ep.dist else "unknown"
-            if ep.name in blocked_names:
+            if ep.name in self.blocked:
                 continue
             if ep.name in loaded_from:
                 if loaded_from[ep.name] != dist:
                     # Blocking goes by entry-point name, so two plugins sharing one cannot be told
                     # apart: say so rather than dropping one silently.
-                    registry.failures.append(
-                        PluginFailure(ep.name, dist, f"entry-point name also used by {loaded_from[ep.name]}")
-                    )
-                    _warn(
+                    self._fail(
+                        ep.name,
+                        dist,
+                        f"entry-point name also used by {loaded_from[ep.name]}",
                         f"vk-adam plugin {ep.name!r} ({dist}) is skipped: {loaded_from[ep.name]} already "
-                        "registered a plugin with that entry-point name; uninstall one of them"
+                        "registered a plugin with that entry-point name; uninstall one of them",
                     )
                 continue
             try:
                 plugin = ep.load()
-                pm.register(plugin, name=ep.name)
+                self.pm.register(plugin, name=ep.name)
             except Exception as exc:
-                registry.failures.append(PluginFailure(ep.name, dist, f"{type(exc).__name__}: {exc}"))
-                _warn(f"vk-adam plugin {ep.name!r} ({dist}) failed to load and is skipped: {exc}")
+                self._fail(
+                    ep.name,
+                    dist,
+                    f"{type(exc).__name__}: {exc}",
+                    f"vk-adam plugin {ep.name!r} ({dist}) failed to load and is skipped: {exc}",
+                )
                 continue
             loaded_from[ep.name] = dist
-            plugin_dists[id(plugin)] = dist
-    for index, extra in enumerate(extra_plugins):
-        extra_name = getattr(extra, "__name__", f"extra-plugin-{index}")
-        known_plugins.add(extra_name)
-        pm.register(extra, name=extra_name)  # a blocked name registers nothing (pluggy)
+            self.plugin_dists[id(plugin)] = dist
 
-    builtin_dist = _vk_adam_distribution()
-    builtin_names = {r.name.lower() for r in _builtin_rules.vk_adam_rules()}
-    origin: dict[str, tuple[str, str]] = {}  # rule name -> (plugin name, distribution)
-    # Built-ins first, whatever order pluggy keeps, so that their names are taken before any
-    # outside plugin asks for them.
-    impls = sorted(pm.hook.vk_adam_rules.get_hookimpls(), key=lambda i: i.plugin is not _builtin_rules)
-    for impl in impls:
-        plugin_name = pm.get_name(impl.plugin) or "?"
-        is_builtin = impl.plugin is _builtin_rules
-        if is_builtin:
-            dist = builtin_dist
-        else:
-            dist = plugin_dists.get(id(impl.plugin)) or (
-                impl.plugin.__name__ if isinstance(impl.plugin, ModuleType) else plugin_name
-            )
-        try:
-            provided: list[object] = list(impl.function())  # type: ignore[call-overload]
-        except Exception as exc:
-            registry.failures.append(PluginFailure(plugin_name, dist, f"{type(exc).__name__}: {exc}"))
-            _warn(f"vk-adam plugin {plugin_name!r} ({dist}) raised in vk_adam_rules: {exc}")
-            continue
-        for rule in provided:
-            if not isinstance(rule, UpdateRule):
-                registry.failures.append(
-                    PluginFailure(plugin_name, dist, f"returned {type(rule).__name__}, not UpdateRule")
+    def collect_rules(self) -> None:
+        """Every plugin's rules, built-ins first (whatever order pluggy keeps), so that their
+        names are taken before any outside plugin asks for them."""
+        builtin_dist = _vk_adam_distribution()
+        impls = sorted(
+            self.pm.hook.vk_adam_rules.get_hookimpls(), key=lambda i: i.plugin is not _builtin_rules
+        )
+        for impl in impls:
+            plugin_name = self.pm.get_name(impl.plugin) or "?"
+            is_builtin = impl.plugin is _builtin_rules
+            if is_builtin:
+                dist = builtin_dist
+            else:
+                dist = self.plugin_dists.get(id(impl.plugin)) or (
+                    impl.plugin.__name__ if isinstance(impl.plugin, ModuleType) else plugin_name
                 )
-                continue
-            key = str(rule.name).lower()
-            if not is_builtin and key in builtin_names and plugin_name not in override_names:
-                error = (
-                    f"provides a rule named {key!r}, which is a built-in vk-adam rule: the built-in "
-                    f"is kept. To let this plugin replace it, set ${BUILTIN_OVERRIDE_ENV}={plugin_name} "
-                    f"or pass load_registry(allow_builtin_override=[{plugin_name!r}])"
-                )
-                registry.failures.append(PluginFailure(plugin_name, dist, error))
-                _warn(f"vk-adam plugin {plugin_name!r} ({dist}) {error}")
-                continue
             try:
-                check_rule_object(rule)
-            except Exception as exc:  # one bad rule never stops the others from loading
-                registry.failures.append(PluginFailure(plugin_name, dist, str(exc)))
-                _warn(f"vk-adam rule from {plugin_name!r} ({dist}) rejected: {exc}")
+                provided: list[object] = list(impl.function())  # type: ignore[call-overload]
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                self._fail(
+                    plugin_name,
+                    dist,
+                    error,
+                    f"vk-adam plugin {plugin_name!r} ({dist}) raised in vk_adam_rules: {exc}",
+                )
                 continue
-            if key in origin and origin[key][0] == BUILTIN_PLUGIN and not is_builtin:
-                del origin[key]  # an opted-in override (checked above) replaces the built-in
-                registry.rules.pop(key, None)
-            if key in origin or key in registry.conflicts:
-                if key in origin:
-                    registry.conflicts[key] = [origin[key][1]]
-                    registry.conflict_plugins[key] = [origin[key][0]]
-                registry.conflicts[key].append(dist)
-                registry.conflict_plugins[key].append(plugin_name)
-                origin.pop(key, None)
-                registry.rules.pop(key, None)
-                continue
-            origin[key] = (plugin_name, dist)
-            registered = replace(rule, distribution=dist, plugin=plugin_name)
-            remember_checked(registered)  # the same rule, already checked: Optimizer skips it
-            registry.rules[key] = registered
+            for rule in provided:
+                self._add(rule, plugin_name, dist, is_builtin)
 
-    outside_plugins = ", ".join(sorted(known_plugins - {BUILTIN_PLUGIN})) or "none installed"
-    for name, source in override_names.items():
-        if name not in known_plugins or name == BUILTIN_PLUGIN:
-            _warn(
-                f"{source} names {name!r}, but no vk-adam plugin is called that; it allows nothing. "
-                f"Name plugins by entry-point name (`vk-adam rules` shows it): {outside_plugins}."
+    def _add(self, rule: object, plugin_name: str, dist: str, is_builtin: bool) -> None:
+        """One rule a plugin provided: refused, registered, replacing a built-in, or in conflict."""
+        registry, origin = self.registry, self.origin
+        if not isinstance(rule, UpdateRule):
+            self._fail(plugin_name, dist, f"returned {type(rule).__name__}, not UpdateRule")
+            return
+        key = str(rule.name).lower()
+        if not is_builtin and key in self.builtin_names and plugin_name not in self.overrides:
+            error = (
+                f"provides a rule named {key!r}, which is a built-in vk-adam rule: the built-in "
+                f"is kept. To let this plugin replace it, set ${BUILTIN_OVERRIDE_ENV}={plugin_name} "
+                f"or pass load_registry(allow_builtin_override=[{plugin_name!r}])"
             )
-    for name, source in blocked_names.items():
-        if name in known_plugins and name != BUILTIN_PLUGIN:
-            continue
-        if name == BUILTIN_PLUGIN or name in builtin_names:
-            _warn(f"{source} names {name!r}: vk-adam's built-in rules cannot be blocked")
-        else:
+            self._fail(plugin_name, dist, error, f"vk-adam plugin {plugin_name!r} ({dist}) {error}")
+            return
+        try:
+            check_rule_object(rule)
+        except Exception as exc:  # one bad rule never stops the others from loading
+            self._fail(
+                plugin_name, dist, str(exc), f"vk-adam rule from {plugin_name!r} ({dist}) rejected: {exc}"
+            )
+            return
+        if key in origin and origin[key][0] == BUILTIN_PLUGIN and not is_builtin:
+            del origin[key]  # an opted-in override (checked above) replaces the built-in
+            registry.rules.pop(key, None)
+        if key in origin or key in registry.conflicts:
+            if key in origin:
+                registry.conflicts[key] = [origin[key][1]]
+                registry.conflict_plugins[key] = [origin[key][0]]
+            registry.conflicts[key].append(dist)
+            registry.conflict_plugins[key].append(plugin_name)
+            origin.pop(key, None)
+            registry.rules.pop(key, None)
+            return
+        origin[key] = (plugin_name, dist)
+        registered = replace(rule, distribution=dist, plugin=plugin_name)
+        remember_checked(registered)  # the same rule, already checked: Optimizer skips it
+        registry.rules[key] = registered
+
+    def check_names(self) -> None:
+        """Warn of the blocked and override names that match no plugin."""
+        outside_plugins = ", ".join(sorted(self.known_plugins - {BUILTIN_PLUGIN})) or "none installed"
+        for name, source in self.overrides.items():
+            if name not in self.known_plugins or name == BUILTIN_PLUGIN:
+                self.warnings.append(
+                    f"{source} names {name!r}, but no vk-adam plugin is called that; it allows nothing. "
+                    f"Name plugins by entry-point name (`vk-adam rules` shows it): {outside_plugins}."
+                )
+        for name, source in self.blocked.items():
+            if name in self.known_plugins and name != BUILTIN_PLUGIN:
+                continue
+            if name == BUILTIN_PLUGIN or name in self.builtin_names:
+                self.warnings.append(f"{source} names {name!r}: vk-adam's built-in rules cannot be blocked")
+                continue
             hint = ""
-            if name.lower() in registry.rules:
+            if name.lower() in self.registry.rules:
                 hint = (
-                    f" {name!r} is a rule name; its plugin is {registry.rules[name.lower()].plugin!r}: "
+                    f" {name!r} is a rule name; its plugin is {self.registry.rules[name.lower()].plugin!r}: "
                     "block that."
                 )
-            _warn(
+            self.warnings.append(
                 f"{source} names {name!r}, but no vk-adam plugin is called that; it blocks nothing. "
                 f"Plugins are blocked by entry-point name (`vk-adam rules` shows it): "
                 f"{outside_plugins}.{hint}"
             )
-    return registry
 
 
 _default: RuleRegistry | None = None
