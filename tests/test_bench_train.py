@@ -44,8 +44,8 @@ def test_the_graphed_torch_step_computes_the_eager_step():
     run eagerly on the CPU, gives the losses of the eager torch trainer, and wraps around the
     data set."""
     pytest.importorskip("torch")
-    from vk_adam._commands.demo_config import DemoConfig
-    from vk_adam._commands.demo_torch import torch_graph_trainer, torch_trainer
+    from vk_adam._commands.demo.config import DemoConfig
+    from vk_adam._commands.demo.torch_peer import torch_graph_trainer, torch_trainer
 
     cfg = DemoConfig(layers=2, dim=16, rank=2, steps=5, batch=8)
     eager, graphed = torch_trainer(cfg, "cpu", fused=True), torch_graph_trainer(cfg, "cpu")

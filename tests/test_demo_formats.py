@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from vk_adam._commands.demo import train_vk
-from vk_adam._commands.demo_config import DemoConfig
-from vk_adam._commands.demo_model import fresh_run, make_dataset, teacher
+from vk_adam._commands.demo.config import DemoConfig
+from vk_adam._commands.demo.model import fresh_run, make_dataset, teacher
 from vk_adam._formats import INT8_MIN_ELEMENTS
 from vk_adam.cli import main
 from vk_adam.lora import LoRAAdapter
@@ -150,7 +150,7 @@ def test_cli_refuses_stochastic_rounding_of_float32_params(tmp_path):
 def test_a_run_in_16_bit_formats_resumes_bit_for_bit(tmp_path, monkeypatch):
     """Checkpoints keep bfloat16 weights, 8-bit state and the rounding seed: a run stopped after
     step 20 (last checkpoint at 15) and resumed ends exactly where an uninterrupted one does."""
-    import vk_adam._commands.demo as demo
+    import vk_adam._commands.demo.run as demo
 
     cfg = DemoConfig(steps=40, param_dtype="bfloat16", state_dtype="int8-blockwise", stochastic_rounding=True)
     run: dict[str, Any] = {"device": None, "checkpoint_every": 15, "progress": False}

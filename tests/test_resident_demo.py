@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from vk_adam._commands.demo import train_vk
-from vk_adam._commands.demo_config import DemoConfig
-from vk_adam._commands.demo_model import fresh_run, loss_and_grads, make_dataset, make_model, train_reference
-from vk_adam._commands.demo_output import curve_gap
-from vk_adam._commands.demo_resident import load_example, submissions, train_resident
+from vk_adam._commands.demo.config import DemoConfig
+from vk_adam._commands.demo.model import fresh_run, loss_and_grads, make_dataset, make_model, train_reference
+from vk_adam._commands.demo.output import curve_gap
+from vk_adam._commands.demo.resident import load_example, submissions, train_resident
 from vk_adam.lora import LoRAAdapter
 
 # Bounds on the max relative gap between loss curves (measured values in the comments; see
@@ -213,7 +213,7 @@ def test_short_resident_run_falls_and_matches_the_host_path(short_runs):
 
 def test_short_resident_run_matches_torch(short_runs):
     pytest.importorskip("torch")
-    from vk_adam._commands.demo_torch import train_torch
+    from vk_adam._commands.demo.torch_peer import train_torch
 
     cfg, resident, _, _ = short_runs
     theirs = train_torch(cfg, False)
@@ -225,7 +225,7 @@ def test_torch_sees_the_same_model_and_data():
     """torch's autograd loss at step 0 equals the NumPy model's (same weights and batch)."""
     torch = pytest.importorskip("torch")
     del torch
-    from vk_adam._commands.demo_torch import train_torch
+    from vk_adam._commands.demo.torch_peer import train_torch
 
     cfg = DemoConfig(layers=2, dim=16, rank=2, steps=1, batch=8)
     adapter, model, _ = fresh_run(cfg)

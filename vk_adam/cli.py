@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=_cmd_rules)
 
-    from ._commands.demo_config import add_demo_arguments
+    from ._commands.demo.config import add_demo_arguments
 
     demo = sub.add_parser("demo", help="fine-tune LoRA adapters of a small frozen model (main job)")
     add_demo_arguments(demo)

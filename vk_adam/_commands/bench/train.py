@@ -34,7 +34,7 @@ REPEATS = 5
 
 
 def _config(software: bool, steps: int) -> Any:
-    from ..demo_config import DemoConfig
+    from ..demo.config import DemoConfig
 
     base = DemoConfig() if software else DemoConfig(layers=8, dim=128)
     return dataclasses.replace(base, steps=steps)
@@ -62,9 +62,8 @@ def time_submissions(trainer: Any, per_submit: int, repeats: int) -> tuple[list[
 
 
 def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[str, Any]:
-    from ..demo_config import optimizer_options
-    from ..demo_model import fresh_run, make_dataset
-    from ..demo_resident import load_example
+    from ..demo.model import fresh_run, make_dataset
+    from ..demo.resident import load_example
 
     repeats = 2 if software else REPEATS
     cfg = _config(software, per_submit * (repeats + 1))
@@ -75,7 +74,7 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
     dev = open_device(device_index)  # the process's shared device, as the optimizer's
     mgr = dev.manager
     try:
-        opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
+        opt = adapter.optimizer(cfg.rule, manager=mgr, **cfg.optimizer_options())
         with opt:
             trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
             walls, evals = time_submissions(trainer, per_submit, repeats)
@@ -116,7 +115,7 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
 def bench_torch(software: bool, per_submit: int, dev: str, fused: bool | None) -> dict[str, Any]:
     import torch
 
-    from ..demo_torch import torch_trainer
+    from ..demo.torch_peer import torch_trainer
 
     repeats = 2 if software else REPEATS
     steps = per_submit * (repeats + 1)
@@ -151,7 +150,7 @@ def bench_torch_graph(software: bool, per_submit: int) -> dict[str, Any]:
         return {"backend": GRAPH, "skipped": "torch is not installed"}
     if not torch.cuda.is_available():
         return {"backend": GRAPH, "skipped": "CUDA is not available"}
-    from ..demo_torch import torch_graph_trainer
+    from ..demo.torch_peer import torch_graph_trainer
 
     repeats = 2 if software else REPEATS
     replay = torch_graph_trainer(_config(software, per_submit * (repeats + 1)), "cuda")

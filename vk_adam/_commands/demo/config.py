@@ -1,7 +1,7 @@
 """The demo's settings and what every run of it shares: ``DemoConfig``, its command-line
 arguments, the learning-rate schedule, the optimizer's options and the summary's config record.
 
-The bottom of the demo's modules: ``demo_model``, ``demo_resident``, ``demo_torch``, ``demo``
+The bottom of the demo's modules: ``model``, ``resident``, ``torch_peer``, ``run``
 and ``bench/train`` import it, and it imports none of them.
 """
 
@@ -12,8 +12,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._formats import PARAM_DTYPES, STATE_DTYPES
-from .._optim.optimizer import Optimizer
+from ..._formats import PARAM_DTYPES, STATE_DTYPES
+from ..._optim.optimizer import Optimizer
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
 HOST_ONLY = "the resident example's shaders read float32 weights"
@@ -50,6 +50,42 @@ class DemoConfig:
             how = "stochastic rounding" if self.stochastic_rounding else "fp32 master"
             params = f"{self.param_dtype} params ({how})"
         return f"{params}, {self.state_dtype} state"
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up over 5% of the steps, then cosine decay to 1% of the peak."""
+        warm = max(1, self.steps // 20)
+        if step < warm:
+            return self.lr * (step + 1) / warm
+        progress = (step - warm) / max(1, self.steps - warm)
+        return self.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    def rule_hyper(self) -> dict[str, Any]:
+        """The demo's hyperparameters that the chosen rule takes (any registered rule works)."""
+        from ..._rules.registry import default_registry
+
+        defaults = default_registry().get(self.rule).defaults
+        hyper: dict[str, Any] = {"lr": self.lr}
+        if "weight_decay" in defaults:
+            hyper["weight_decay"] = self.weight_decay
+        return hyper
+
+    def optimizer_options(self) -> dict[str, Any]:
+        """The rule's hyperparameters plus the optimizer's options (on-device clipping, formats)."""
+        options = self.rule_hyper()
+        if self.clip_grad_norm is not None:
+            options["clip_grad_norm"] = self.clip_grad_norm
+        if self.state_dtype != "float32":
+            options["state_dtype"] = self.state_dtype
+        if self.stochastic_rounding:  # the optimizer refuses it for float32 params (ValueError)
+            options.update(stochastic_rounding=True, seed=self.seed)
+        return options
+
+    def config_json(self, path: str) -> dict[str, Any]:
+        """The config as a checkpoint stores it, with the path (host or resident) that made it."""
+        d = asdict(self)
+        d["targets"] = list(self.targets)
+        d["path"] = path  # host or resident: their checkpoints do not mix
+        return d
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,38 +138,6 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def lr_at(cfg: DemoConfig, step: int) -> float:
-    """Linear warm-up over 5% of the steps, then cosine decay to 1% of the peak."""
-    warm = max(1, cfg.steps // 20)
-    if step < warm:
-        return cfg.lr * (step + 1) / warm
-    progress = (step - warm) / max(1, cfg.steps - warm)
-    return cfg.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
-def rule_hyper(cfg: DemoConfig) -> dict[str, Any]:
-    """The demo's hyperparameters that the chosen rule takes (any registered rule works)."""
-    from .._rules.registry import default_registry
-
-    defaults = default_registry().get(cfg.rule).defaults
-    hyper: dict[str, Any] = {"lr": cfg.lr}
-    if "weight_decay" in defaults:
-        hyper["weight_decay"] = cfg.weight_decay
-    return hyper
-
-
-def optimizer_options(cfg: DemoConfig) -> dict[str, Any]:
-    """The rule's hyperparameters plus the optimizer's options (on-device clipping, formats)."""
-    options = rule_hyper(cfg)
-    if cfg.clip_grad_norm is not None:
-        options["clip_grad_norm"] = cfg.clip_grad_norm
-    if cfg.state_dtype != "float32":
-        options["state_dtype"] = cfg.state_dtype
-    if cfg.stochastic_rounding:  # the optimizer refuses it for float32 params (ValueError)
-        options.update(stochastic_rounding=True, seed=cfg.seed)
-    return options
-
-
 def memory_info(opt: Optimizer, elements: int) -> dict[str, Any]:
     """The optimizer's resident device bytes by kind, and per LoRA parameter: in all
     (``bytes_per_param``) and in the per-param buffers alone (param, grad, master copy, state,
@@ -145,13 +149,6 @@ def memory_info(opt: Optimizer, elements: int) -> dict[str, Any]:
         "bytes_per_param": memory["total"] / elements,
         "resident_bytes_per_param": per_param / elements,
     }
-
-
-def config_json(cfg: DemoConfig, path: str) -> dict[str, Any]:
-    d = asdict(cfg)
-    d["targets"] = list(cfg.targets)
-    d["path"] = path  # host or resident: their checkpoints do not mix
-    return d
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:

@@ -1,9 +1,9 @@
 """``vk-adam demo``: fine-tune LoRA adapters of a small frozen model; every update on Vulkan.
 
-The model (``demo_model``): ``layers`` residual blocks of frozen linear maps with ReLUs between
+The model (``model``): ``layers`` residual blocks of frozen linear maps with ReLUs between
 them, LoRA on each. The data: inputs ``x ~ N(0, I)`` and the outputs of the same network with a
 planted low-rank change ``dW = U V^T`` (rank ``rank // 2``) on every module, which the adapter
-must recover. By default the whole step runs on the device (``demo_resident``: the shaders of
+must recover. By default the whole step runs on the device (``resident``: the shaders of
 ``examples/resident_training``, many steps per submission); with ``--host`` forward and backward
 run in NumPy (float32) and only the update runs on Vulkan. Either way the optimizer step for all
 ``2 * layers * len(targets)`` LoRA tensors is one dispatch. ``--state-dtype`` (either path),
@@ -15,8 +15,8 @@ The same run is repeated with the float64 NumPy reference of the update rule, wi
 and ``torch.optim.AdamW``); the summary reports how far the curves are apart. The float64 and
 torch runs are float32's ideal whatever the formats.
 
-``demo_config`` holds the settings and what every run shares (schedule, optimizer options);
-``demo_model`` the model, its data and the float64 run; ``demo_resident`` and ``demo_torch`` the
+``config`` holds the settings and what every run shares (schedule, optimizer options);
+``model`` the model, its data and the float64 run; ``resident`` and ``torch_peer`` the
 resident and torch runs. Each imports only modules below it; this one, the command, is the top.
 """
 
@@ -32,19 +32,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
-from .demo_config import (
+from ...lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint, update_lora_adapter
+from .config import (
     CHECKPOINT_NAME,
     HOST_ONLY,
     DemoConfig,
     config_from_args,
-    config_json,
-    lr_at,
     memory_info,
-    optimizer_options,
 )
-from .demo_model import fresh_run, loss_and_grads, make_dataset, train_reference
-from .demo_output import curve_gap, plot_loss_curves, print_summary, progress_bar
+from .model import fresh_run, loss_and_grads, make_dataset, train_reference
+from .output import curve_gap, plot_loss_curves, print_summary, progress_bar
 
 Array = npt.NDArray[Any]
 
@@ -63,7 +60,7 @@ def train_vk(
     losses: list[float] = []
     start = 0
     ckpt = out / CHECKPOINT_NAME
-    opt = adapter.optimizer(cfg.rule, device=device, **optimizer_options(cfg))
+    opt = adapter.optimizer(cfg.rule, device=device, **cfg.optimizer_options())
 
     def weights(path: str, which: str) -> Array:  # a 16-bit weight read as float32 (exactly)
         w = adapter.weight(path, which)
@@ -81,7 +78,7 @@ def train_vk(
     with opt:
         if resume and ckpt.exists():
             state = load_checkpoint(ckpt, adapter, opt, rng=data_rng)
-            if state.extra.get("config") != config_json(cfg, "host"):
+            if state.extra.get("config") != cfg.config_json("host"):
                 raise CheckpointError(f"{ckpt} was written by a run with other settings; use another --out")
             start = state.step
             losses = list(state.extra.get("losses", []))[:start]
@@ -91,7 +88,7 @@ def train_vk(
         for step in range(start, cfg.steps):
             loss = loss_and_grads(model, weights, adapter.grad, adapter.scale, (x[step], y[step]), np.float32)
             losses.append(loss)
-            opt.param_groups[0]["lr"] = lr_at(cfg, step)
+            opt.param_groups[0]["lr"] = cfg.lr_at(step)
             update_lora_adapter(adapter, opt)
             if checkpoint_every and (step + 1) % checkpoint_every == 0:
                 save_checkpoint(
@@ -99,7 +96,7 @@ def train_vk(
                     adapter,
                     opt,
                     rng=data_rng,
-                    extra={"losses": losses, "config": config_json(cfg, "host")},
+                    extra={"losses": losses, "config": cfg.config_json("host")},
                 )
             bar(loss)
         info["train_seconds"] = time.perf_counter() - t0
@@ -123,14 +120,14 @@ def run_demo(args: argparse.Namespace) -> int:
     if host:
         adapter, losses, info = train_vk(cfg, out, **run)  # type: ignore[arg-type]
     else:
-        from .demo_resident import train_resident
+        from .resident import train_resident
 
         adapter, losses, info = train_resident(cfg, out, per_submit=args.steps_per_submit, **run)  # type: ignore[arg-type]
     adapter.save_peft(out / "adapter")
     label = f"vk-adam (Vulkan, {cfg.formats_label()})"
     curves = {label: losses}
     summary: dict[str, Any] = {
-        "config": config_json(cfg, info["path"]),
+        "config": cfg.config_json(info["path"]),
         **info,
         "param_dtype": cfg.param_dtype,
         "state_dtype": cfg.state_dtype,
@@ -172,7 +169,7 @@ def compare(
     summary: dict[str, Any],
 ) -> None:
     """The same run on the host path (after a resident run), in float64 and with torch."""
-    from .demo_torch import train_torch
+    from .torch_peer import train_torch
 
     progress = not args.quiet
     if summary["path"] == "resident":

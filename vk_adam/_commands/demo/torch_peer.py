@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .demo_config import DemoConfig, lr_at
-from .demo_model import fresh_run, make_dataset
-from .demo_output import progress_bar
+from .config import DemoConfig
+from .model import fresh_run, make_dataset
+from .output import progress_bar
 
 
 def _torch_model(cfg: DemoConfig, dev: str) -> Any:
@@ -145,7 +145,7 @@ def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | No
     losses = []
     bar = progress_bar(cfg.steps, 0, progress, f"torch.optim ({dev})")
     for step in range(cfg.steps):
-        topt.param_groups[0]["lr"] = lr_at(cfg, step)
+        topt.param_groups[0]["lr"] = cfg.lr_at(step)
         losses.append(float(step_fn(step).item()))
         bar(losses[-1])
     bar(None)

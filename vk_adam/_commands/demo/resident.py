@@ -21,22 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime import open_device
-from ..lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint
-from ..schedules import LambdaLR
-from .demo_config import (
+from ..._runtime import open_device
+from ...lora import CheckpointError, LoRAAdapter, load_checkpoint, save_checkpoint
+from ...schedules import LambdaLR
+from .config import (
     CHECKPOINT_NAME,
     HOST_ONLY,
     DemoConfig,
-    config_json,
-    lr_at,
     memory_info,
-    optimizer_options,
 )
-from .demo_model import fresh_run, make_dataset
-from .demo_output import progress_bar
+from .model import fresh_run, make_dataset
+from .output import progress_bar
 
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = Path(__file__).resolve().parents[2]  # vk_adam/
 #: The example in a checkout, else the copy a wheel carries (hatch_build.py puts it there).
 EXAMPLES = (
     _PACKAGE.parent / "examples" / "resident_training" / "train.py",
@@ -100,12 +97,12 @@ def train_resident(
     losses: list[float] = []
     start = 0
     try:
-        opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
+        opt = adapter.optimizer(cfg.rule, manager=mgr, **cfg.optimizer_options())
         with opt:
             # The demo's schedule (warm-up, then cosine decay) as a vk_adam.schedules scheduler:
             # each recorded step runs at its own lr, and checkpoints carry the schedule.
             peak = float(opt.param_groups[0]["lr"])
-            sched = LambdaLR(opt, lambda step: lr_at(cfg, step) / peak)
+            sched = LambdaLR(opt, lambda step: cfg.lr_at(step) / peak)
             trainer = example.ResidentTrainer(mgr, adapter, opt, model.blocks, base, x, y)
             info: dict[str, Any] = {
                 "path": "resident",
@@ -118,7 +115,7 @@ def train_resident(
             }
             if resume and ckpt.exists():
                 state = load_checkpoint(ckpt, adapter, opt, rng=rng, scheduler=sched)
-                if state.extra.get("config") != config_json(cfg, "resident"):
+                if state.extra.get("config") != cfg.config_json("resident"):
                     raise CheckpointError(
                         f"{ckpt} was written by a run with other settings; use another --out"
                     )
@@ -132,7 +129,7 @@ def train_resident(
                     losses.append(float(loss))
                     bar(float(loss))
                 if checkpoint_every and stop % checkpoint_every == 0:
-                    extra = {"losses": losses, "config": config_json(cfg, "resident")}
+                    extra = {"losses": losses, "config": cfg.config_json("resident")}
                     save_checkpoint(ckpt, adapter, opt, rng=rng, extra=extra, scheduler=sched)
             info["train_seconds"] = time.perf_counter() - t0
             bar(None)

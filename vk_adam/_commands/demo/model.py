@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..lora import LoRAAdapter
-from .demo_config import DemoConfig, lr_at, rule_hyper
-from .demo_output import progress_bar
+from ...lora import LoRAAdapter
+from .config import DemoConfig
+from .output import progress_bar
 
 Array = npt.NDArray[Any]
 Weights = Callable[[str, str], Array]
@@ -137,7 +137,7 @@ def loss_and_grads(
 def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     """The demo's run in float64 with the rule's NumPy reference (forward/backward in float64):
     float64 params and state whatever ``cfg``'s storage formats: the ideal they approximate."""
-    from .._rules.registry import default_registry
+    from ..._rules.registry import default_registry
 
     rule = default_registry().get(cfg.rule)
     adapter, model, _ = fresh_run(cfg)
@@ -153,7 +153,7 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
 
         return get
 
-    hyper = {**rule.defaults, **rule_hyper(cfg)}
+    hyper = {**rule.defaults, **cfg.rule_hyper()}
     state = {s.name: np.full_like(params, s.initial_value) for s in rule.variant_for(hyper).state}
     losses = []
     bar = progress_bar(cfg.steps, 0, progress, "float64 reference")
@@ -162,7 +162,7 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
         losses.append(loss_and_grads(model, view(params), view(grads), adapter.scale, batch, np.float64))
         if cfg.clip_grad_norm is not None:  # torch's clip_grad_norm_: g *= min(1, max / (norm + 1e-6))
             grads *= min(1.0, cfg.clip_grad_norm / (float(np.linalg.norm(grads)) + 1e-6))
-        hyper["lr"] = lr_at(cfg, step)
+        hyper["lr"] = cfg.lr_at(step)
         rule.reference(params, grads, state, hyper, step + 1)
         bar(losses[-1])
     bar(None)

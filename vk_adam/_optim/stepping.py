@@ -1,0 +1,133 @@
+"""How a step runs, behind ``Optimizer.step`` and ``record_step``: one preamble of checks for
+the three paths (synchronous, asynchronous, recorded), the ops of a step, and the step counts.
+
+A base class of :class:`vk_adam.Optimizer`, as ``access`` is: the front keeps the public calls
+and their documentation, this keeps their order of work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._rules.rule import UpdateRule
+from .._runtime import Runtime
+from .device import DeviceGroups, Group
+from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
+from .inflight import InFlight, StepHandle
+
+#: At most this many asynchronous steps in flight; the next one waits for the oldest.
+MAX_STEPS_IN_FLIGHT = 8
+
+
+class StepPaths:
+    """The step paths of an optimizer (see :class:`vk_adam.Optimizer`)."""
+
+    rule: UpdateRule
+    zeroes_grad: bool
+    skip_nonfinite: bool
+    profile: bool
+    last_gpu_seconds: float | None
+    last_host_seconds: float | None
+    _dev: DeviceGroups
+    _rt: Runtime
+    _groups: list[Group]
+    _in_flight: InFlight
+    _grad_buffer_taken: bool
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _drain(self) -> None:
+        raise NotImplementedError
+
+    def _begin(
+        self, grads: Sequence[Any] | None, *, wait: bool = True, recording: bool = False, sequence: Any = None
+    ) -> Any:
+        """The preamble of every step path (``recording``: ``record_step`` into ``sequence``):
+        every check, in one order, before anything is written; returns the prepared gradients."""
+        self._check_open()
+        where = "record_step()" if recording else "step()"
+        if recording:
+            check_recordable(self._groups, self.skip_nonfinite, sequence)
+        prepared = prepare_grads(grads, self._groups, where)
+        if recording:
+            refuse_host_grads(prepared)
+        elif prepared is None:
+            self._refuse_unwritten_grads(where)
+        if not wait and self.skip_nonfinite:
+            raise ValueError(
+                "skip_nonfinite steps are synchronous (the host must learn whether the step was "
+                "skipped before the next step's bias correction); use wait=True"
+            )
+        revalidate(self.rule, self._groups, self.zeroes_grad)
+        if not wait and self._dev.grad_scale is not None:
+            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
+        return prepared
+
+    def _refuse_unwritten_grads(self, where: str) -> None:
+        """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
+        weight decay and momentum would still move the params), unless the application took
+        :meth:`grad_buffer` to write it or an earlier step left its gradients (``zero_grad=False``)."""
+        host = [gi for gi, g in enumerate(self._groups) if g.host_mode]
+        kept = not self.zeroes_grad and self._groups[0].step > 0
+        if host and not self._grad_buffer_taken and not kept:
+            raise ValueError(
+                f"{where} without grads on NumPy params (param group {host[0]}): pass the gradients, "
+                f"{where[:-2]}(grads), or write them into opt.grad_buffer({host[0]}) on the device first"
+            )
+
+    def _ops(
+        self, prepared: list[list[Any]] | None, *, recording: bool = False, status: bool = False
+    ) -> tuple[list[Any], int, int]:
+        """The ops of one step (and the indices of its first and last update op): this step's
+        push constants, its inputs staged (uploads, or bound device grads)."""
+        pushes = self._dev.pushes()
+        upload = self._dev.stage_inputs(prepared, recording=recording)
+        if status:
+            upload += self._dev.stage_status()
+        return self._dev.step_ops([] if recording else upload, pushes)
+
+    def _advance(self, copy_back: bool = False) -> None:
+        for group in self._groups:
+            group.step += 1
+            if copy_back:
+                self._dev.copy_back(group)
+
+    def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
+        self._drain()
+        ops, first, last = self._ops(prepared, status=True)
+        eval_start = time.perf_counter()
+        ticks = self._rt.run(ops, timestamps=self.profile)
+        eval_seconds = time.perf_counter() - eval_start
+        if ticks is not None:
+            # One timestamp before the first op and one after each op.
+            self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
+        handle = StepHandle(self._in_flight, self._groups[0].step + 1)
+        handle.done = True
+        handle.skipped = self.skip_nonfinite and int(self._dev.status.data()[0]) != 0
+        if not handle.skipped:
+            self._advance(copy_back=True)
+        if self.profile:
+            self.last_host_seconds = time.perf_counter() - started - eval_seconds
+        return handle
+
+    def _step_async(self, prepared: list[list[Any]] | None) -> StepHandle:
+        self._in_flight.throttle(MAX_STEPS_IN_FLIGHT)
+        writes_staging = any(g.host_mode for g in self._groups) or (
+            prepared is not None and any(isinstance(g, np.ndarray) for gs in prepared for g in gs)
+        )
+        if writes_staging and self._in_flight:
+            # A submitted step's upload may not have read the staging memory yet: rewriting it
+            # now would change that step's inputs (each buffer has one staging copy).
+            self._drain()
+        handle = StepHandle(self._in_flight, self._groups[0].step + 1)
+        ops, _, _ = self._ops(prepared)
+        handle._pending = self._rt.submit(ops)  # one submission (patched kp)
+        self._advance()
+        handle._finalize.extend(g for g in self._groups if g.host_mode)
+        self._in_flight.add(handle)
+        return handle
