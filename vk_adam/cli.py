@@ -38,6 +38,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
             else f"base variant ({reason})"
         )
         print(f"      8-bit state: {path}")
+    from ._runtime import open_device
+    from ._runtime.external import sharing
+
+    with open_device(args.device) as handle:
+        shared = sharing(handle.manager)
+    print(f"sharing ({chosen.name}): {shared.describe() if shared else 'unknown (kp without patch 0017)'}")
     print(f"using [{chosen.index}] {chosen.name}  (override with --device or ${DEVICE_ENV})")
     return 0
 

@@ -16,7 +16,7 @@ import numpy as np
 from .._rules.rule import UpdateRule
 from .._runtime import Runtime
 from .device import DeviceGroups, Group
-from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
+from .groups import check_recordable, prepare_grads, refuse_host_grads, refuse_unwritten, revalidate
 from .inflight import InFlight, StepHandle
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
@@ -53,6 +53,10 @@ class StepPaths:
         where = "record_step()" if recording else "step()"
         if recording:
             check_recordable(self._groups, self.skip_nonfinite, sequence)
+        for gi, group in enumerate(self._groups):
+            if not group.host_mode:
+                for pi, bset in enumerate(group.sets):
+                    refuse_unwritten(bset.param, f"param {pi} of group {gi}")
         prepared = prepare_grads(grads, self._groups, where)
         if recording:
             refuse_host_grads(prepared)

@@ -45,6 +45,11 @@ class DeviceInfo:
     #: Invocations one workgroup may have along x (maxComputeWorkGroupInvocations and
     #: maxComputeWorkGroupSize[0], the smaller); 256 when kp does not report them.
     max_workgroup_size: int = 256
+    #: VkPhysicalDeviceIDProperties::deviceUUID (hex) and what the device can share (host memory
+    #: import, opaque fd export and import), read from an open device with vk-adam's kp patch
+    #: 0017; "" and () otherwise.
+    device_uuid: str = ""
+    external_memory: tuple[str, ...] = ()
 
     @property
     def is_software(self) -> bool:
@@ -52,7 +57,7 @@ class DeviceInfo:
         return self.device_type == "cpu" or bool(_SOFTWARE_DEVICE.search(self.name))
 
 
-def subgroup_fields(props: Any) -> dict[str, int]:
+def subgroup_fields(props: Any) -> dict[str, Any]:
     """DeviceInfo's subgroup fields (zeros when a kp properties dict has none) and its workgroup
     size limit."""
     sizes = props.get("max_work_group_size") or (256,)

@@ -28,6 +28,7 @@ from .._inputs import env_int
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .devices import DeviceInfo, application_device
+from .external import with_sharing
 
 Array = npt.NDArray[Any]
 
@@ -107,7 +108,7 @@ class Runtime:
             known = handed_back.info  # vk-adam's own shared manager, handed back to it
         self.manager = manager
         props = self.manager.get_device_properties()
-        self.device: DeviceInfo = known or application_device(props)
+        self.device: DeviceInfo = with_sharing(known or application_device(props), manager)
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)

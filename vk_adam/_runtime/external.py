@@ -1,0 +1,135 @@
+"""Vulkan external memory through kp (vk-adam's patch 0017): what a device can share, exportable
+tensors, their opaque fds, and importing such an fd into another ``kp.Manager``.
+
+The only kp calls of ``vk_adam.interop`` live here. An opaque fd is dup'd by the OS when it
+crosses a process (``pass_fds``, ``socket.send_fds``) but keeps its open file description, so
+``fd_identity`` (st_dev, st_ino) recorded at export tells, at import, whether an fd is the
+exported memory described by a metadata dict before any driver sees it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ._kp import kp_features, kp_module
+from .devices import DeviceInfo
+
+#: kp tensor dtypes an exportable tensor may hold (4-byte words).
+EXPORT_DTYPES = ("float32", "uint32", "int32")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """What one device can share (``Manager.external_memory_properties()``)."""
+
+    device_uuid: str
+    driver_uuid: str
+    host_import: bool
+    min_host_alignment: int
+    fd_export: bool
+    fd_import: bool
+
+    def describe(self) -> str:
+        """One line for ``vk-adam info``."""
+        abilities = [
+            name
+            for name, ok in (
+                (f"host memory import (alignment {self.min_host_alignment} B)", self.host_import),
+                ("opaque fd export", self.fd_export),
+                ("opaque fd import", self.fd_import),
+            )
+            if ok
+        ]
+        return f"deviceUUID {self.device_uuid}; external memory: {', '.join(abilities) or 'none'}"
+
+
+def supported() -> bool:
+    """Whether the imported kp build has external memory (patch 0017)."""
+    return "external memory" in kp_features().patches
+
+
+def sharing(manager: Any) -> Sharing | None:
+    """The device's identity and sharing abilities, or None on a kp build without them."""
+    if not supported():
+        return None
+    props = manager.external_memory_properties()
+    return Sharing(
+        device_uuid=bytes(props["device_uuid"]).hex(),
+        driver_uuid=bytes(props["driver_uuid"]).hex(),
+        host_import=bool(props["host_import"]),
+        min_host_alignment=int(props["min_imported_host_pointer_alignment"]),
+        fd_export=bool(props["fd_export"]),
+        fd_import=bool(props["fd_import"]),
+    )
+
+
+def with_sharing(info: DeviceInfo, manager: Any) -> DeviceInfo:
+    """``info`` with the open device's deviceUUID and external-memory abilities filled in."""
+    found = sharing(manager)
+    if found is None:
+        return info
+    abilities = tuple(
+        name
+        for name, ok in (
+            ("host import", found.host_import),
+            ("fd export", found.fd_export),
+            ("fd import", found.fd_import),
+        )
+        if ok
+    )
+    return replace(info, device_uuid=found.device_uuid, external_memory=abilities)
+
+
+def exportable_tensor(manager: Any, data: np.ndarray) -> Any:
+    """A device tensor whose memory is a dedicated allocation exportable as an opaque fd; ``data``
+    (contiguous, 4-byte dtype) is copied into its staging memory."""
+    return manager.tensor_exportable(np.ascontiguousarray(data).reshape(-1))
+
+
+def export_fd(tensor: Any) -> tuple[int, int, int]:
+    """A new fd for the tensor's memory, with the allocation's size and memory type index."""
+    fd = int(tensor.export_fd())
+    return fd, int(tensor.allocation_size()), int(tensor.memory_type_index())
+
+
+def is_exportable(tensor: Any) -> bool:
+    return supported() and str(tensor.external_kind()) == "exportable"
+
+
+def fd_identity(fd: int) -> tuple[int, int]:
+    """(st_dev, st_ino) of an open fd (OSError when it is not open)."""
+    st = os.fstat(fd)
+    return int(st.st_dev), int(st.st_ino)
+
+
+def import_fd(
+    manager: Any, fd: int, allocation_size: int, memory_type: int, elements: int, dtype: str
+) -> Any:
+    """A device tensor over the exported memory; the driver owns ``fd`` once this returns."""
+    return manager.tensor_import_fd(fd, allocation_size, memory_type, elements, dtype)
+
+
+def written(tensor: Any) -> bool | None:
+    """Whether a kp tensor's device memory was ever written; None when the kp build cannot tell."""
+    probe = getattr(tensor, "written", None)
+    return None if probe is None else bool(probe())
+
+
+__all__ = [
+    "EXPORT_DTYPES",
+    "Sharing",
+    "export_fd",
+    "exportable_tensor",
+    "fd_identity",
+    "import_fd",
+    "is_exportable",
+    "kp_module",
+    "sharing",
+    "supported",
+    "with_sharing",
+    "written",
+]
