@@ -25,6 +25,7 @@ LAYERS = {
     "lora": 3,
     "schedules": 3,
     "testing": 3,
+    "interop": 3,
     "pytest_plugin": 3,
     "distributed": 3,
     "_commands": 4,
