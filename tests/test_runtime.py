@@ -155,6 +155,7 @@ def test_record_step_with_too_many_gradient_buffers_is_an_error_not_a_crash(rng,
 
 def test_record_step_refuses_numpy_gradients(kp_manager):
     param = kp_manager.tensor(np.ones(8, np.float32))
+    kp_manager.sequence().eval(kp_module().OpTensorSyncDevice([param]))
     seq = kp_manager.sequence()
     with vk_adam.Adam([param], manager=kp_manager) as opt:
         with pytest.raises(TypeError, match="record_step takes gradients already on the device"):
