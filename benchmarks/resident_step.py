@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from vk_adam._commands.bench.train import time_submissions
-from vk_adam._commands.demo_config import DemoConfig, optimizer_options
-from vk_adam._commands.demo_model import fresh_run, make_dataset
-from vk_adam._commands.demo_resident import load_example
+from vk_adam._commands.demo.config import DemoConfig
+from vk_adam._commands.demo.model import fresh_run, make_dataset
+from vk_adam._commands.demo.resident import load_example
 from vk_adam._runtime import open_device
 
 REPEATS = 5  # timed submissions, after one warm-up
@@ -36,7 +36,7 @@ def measure(mgr: Any, example: Any, cfg: DemoConfig, rows: int, threads: int, st
     adapter, model, _ = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
     base = {path: w.astype(np.float32) for path, w in model.base.items()}
-    opt = adapter.optimizer(cfg.rule, manager=mgr, **optimizer_options(cfg))
+    opt = adapter.optimizer(cfg.rule, manager=mgr, **cfg.optimizer_options())
     with opt:
         trainer = example.ResidentTrainer(
             mgr, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
