@@ -19,7 +19,7 @@ import vk_adam
 from tests.conftest import random_grad, scale_error
 from vk_adam import pytest_plugin as vk_pytest
 from vk_adam._rules.builtin import ADAMW
-from vk_adam._runtime import open_devices, shared
+from vk_adam._runtime import kp_module, open_devices, shared
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -318,6 +318,7 @@ def _fronts(rng: np.random.Generator, dev: Any) -> dict[str, Any]:
         t = dev.manager.tensor(p.copy())
         opt = vk_adam.AdamW([t], manager=dev.manager)
         seq = dev.manager.sequence()
+        seq.record(kp_module().OpTensorSyncDevice([t]))  # the app uploads its buffer first
         opt.record_step(seq)
         seq.eval()
         seq.destroy()

@@ -11,5 +11,5 @@ eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
 tail -3 "$OUT/interop-tests.txt"
 "$PYTHON" examples/interop/live_weights.py --steps 10 > "$OUT/live_weights.txt" 2>&1; tail -2 "$OUT/live_weights.txt"
 timeout "${SUITE_SECONDS:-330}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
-  -p no:cacheprovider -q -x > "$OUT/suite.txt" 2>&1
+  -p no:cacheprovider -q > "$OUT/suite.txt" 2>&1
 echo "suite rc=$?"; tail -5 "$OUT/suite.txt"
