@@ -16,7 +16,7 @@ from .. import _formats as fmt
 from .._inputs import convert_float_or_refuse
 from .._rules.rule import ShaderVariant, UpdateRule
 from .._runtime import as_manager, is_kp_tensor
-from .._runtime.external import written
+from .._runtime.external import refuse_unwritten
 from .layout import ParamSlot
 
 
@@ -283,17 +283,6 @@ def check_no_overlap(groups: Sequence[Mapping[str, Any]]) -> None:
             )
         if start + nbytes > end:
             end, owner = start + nbytes, (gi, pi)
-
-
-def refuse_unwritten(tensor: Any, what: str) -> None:
-    """Refuse a kp tensor whose device memory was never written: stepping it would read whatever
-    the allocation held (a patched kp tracks uploads, copies, dispatches and imports)."""
-    if written(tensor) is False:
-        raise ValueError(
-            f"{what} is a kp tensor whose device memory was never written, so a step would read "
-            "uninitialised memory. Upload it first: manager.sequence().eval(kp.OpTensorSyncDevice("
-            "[tensor])) (or write it with your own shader or a copy) before step() or record_step()"
-        )
 
 
 def prepare_grads(

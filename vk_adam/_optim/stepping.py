@@ -15,8 +15,9 @@ import numpy as np
 
 from .._rules.rule import UpdateRule
 from .._runtime import Runtime
+from .._runtime.external import refuse_unwritten
 from .device import DeviceGroups, Group
-from .groups import check_recordable, prepare_grads, refuse_host_grads, refuse_unwritten, revalidate
+from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
 from .inflight import InFlight, StepHandle
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.

@@ -119,6 +119,17 @@ def written(tensor: Any) -> bool | None:
     return None if probe is None else bool(probe())
 
 
+def refuse_unwritten(tensor: Any, what: str) -> None:
+    """Refuse a kp tensor whose device memory was never written: stepping it would read whatever
+    the allocation held (a patched kp tracks uploads, copies, dispatches and imports)."""
+    if written(tensor) is False:
+        raise ValueError(
+            f"{what} is a kp tensor whose device memory was never written, so a step would read "
+            "uninitialised memory. Upload it first: manager.sequence().eval(kp.OpTensorSyncDevice("
+            "[tensor])) (or write it with your own shader or a copy) before step() or record_step()"
+        )
+
+
 __all__ = [
     "EXPORT_DTYPES",
     "Sharing",
@@ -128,6 +139,7 @@ __all__ = [
     "import_fd",
     "is_exportable",
     "kp_module",
+    "refuse_unwritten",
     "sharing",
     "supported",
     "with_sharing",
