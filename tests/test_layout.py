@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk_adam._optim.groups import normalize_groups, prepare_grads
+from vk_adam._optim.groups import prepare_grads
 from vk_adam._optim.layout import ALIGN_ELEMENTS, ParamSlot, align, gather, plan_flat, scatter
+from vk_adam._optim.params import normalize_groups
 
 
 def test_align_rounds_up_to_whole_256_byte_blocks():

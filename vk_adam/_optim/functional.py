@@ -16,7 +16,8 @@ from .._rules.builtin import ADAMW
 from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
 from .clipping import initial_status
-from .groups import as_step, check_hyper_types, check_options, show
+from .groups import check_hyper_types, check_options
+from .values import as_step, show
 
 
 def adam_update(

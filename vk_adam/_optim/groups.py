@@ -1,12 +1,11 @@
 """Checking what the user passes, before anything is built or written: param groups,
-gradients, hyperparameters (also when changed between steps), step counts and options. Pure
-NumPy, no Vulkan device. Every check raises TypeError (wrong kind of value) or ValueError
-(right kind, wrong value) with a message that names the argument."""
+gradients, hyperparameters (also when changed between steps) and options. Pure NumPy, no
+Vulkan device. Every check raises TypeError (wrong kind of value) or ValueError (right kind,
+wrong value) with a message that names the argument. The checks of single values (numbers,
+flags, step counts) are in ``values``, those of the ``params`` argument in ``params``."""
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -18,6 +17,8 @@ from .._rules.rule import ShaderVariant, UpdateRule
 from .._runtime import as_manager, is_kp_tensor
 from .._runtime.external import refuse_unwritten
 from .layout import ParamSlot
+from .params import normalize_groups
+from .values import check_flag, is_index, is_kp_object, is_real, show
 
 
 class GroupShape(Protocol):
@@ -26,38 +27,6 @@ class GroupShape(Protocol):
     slots: list[ParamSlot]
     host_mode: bool
     param_dtype: str
-
-
-#: The largest step count accepted (state dicts store it as a float, exact up to 2**53).
-MAX_STEP = 2**53
-
-
-def show(value: Any) -> str:
-    """A short description of a bad value for an error message: its type and repr."""
-    text = repr(value)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return text if value is None else f"{type(value).__name__} {text}"
-
-
-def is_real(value: Any) -> bool:
-    """A real number that is not a bool (bools are flags, not numbers, in vk-adam's API)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def is_index(value: Any) -> bool:
-    """An integer that is not a bool (Python or NumPy)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def is_kp_object(obj: object, name: str) -> bool:
-    """Whether ``obj`` is a kp ``name`` (``Manager``, ``Sequence``) or a subclass, without importing kp."""
-    return any(c.__name__ == name and c.__module__ in ("kp", "builtins") for c in type(obj).__mro__)
-
-
-def check_flag(name: str, value: Any) -> None:
-    """Flags are bools: a string such as ``"no"`` would otherwise count as True."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False (got {show(value)})")
 
 
 def check_options(device: Any, manager: Any, **flags: Any) -> Any:
@@ -74,33 +43,6 @@ def check_options(device: Any, manager: Any, **flags: Any) -> Any:
             f"manager must be a kp.Manager, a vk_adam.DeviceHandle or None (got {show(manager)}){hint}"
         )
     return manager
-
-
-def as_step(value: Any, what: str, minimum: int) -> int:
-    """A step count as an int: an integer (or an integral float, or a NumPy scalar or 0-d
-    array of one, as torch saves steps) from ``minimum`` to :data:`MAX_STEP`."""
-    v = value
-    if not isinstance(v, np.ndarray) and hasattr(v, "__array__") and not isinstance(v, np.generic):
-        try:  # a torch tensor
-            v = np.asarray(v)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(f"{what} must be an integer >= {minimum}; could not read {show(value)}") from exc
-    if isinstance(v, np.ndarray) and v.ndim == 0:
-        v = v[()]
-    if not is_real(v):
-        raise TypeError(f"{what} must be an integer >= {minimum} (got {show(value)})")
-    if isinstance(v, numbers.Integral):
-        n = int(v)
-    else:
-        f = float(v)
-        if not (math.isfinite(f) and f.is_integer()):
-            raise ValueError(f"{what} must be an integer >= {minimum} (got {f!r})")
-        n = int(f)
-    if n < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum} (got {n})")
-    if n > MAX_STEP:
-        raise ValueError(f"{what} must be at most 2**53 (got {n})")
-    return n
 
 
 def check_hyper_types(rule: UpdateRule, options: Mapping[str, Any], where: str = "") -> None:
@@ -202,87 +144,6 @@ def refuse_host_grads(prepared: list[list[Any]] | None) -> None:
             "optimizer's gradient buffer): a NumPy gradient would be uploaded when your sequence "
             "runs, after later calls may have overwritten it. Use step() for NumPy gradients"
         )
-
-
-def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """torch.optim's ``params`` argument (arrays/tensors, or param-group dicts) as a list of
-    group dicts with every hyperparameter filled in; every param checked."""
-    not_a_list = isinstance(params, (np.ndarray, str, bytes, Mapping)) or is_kp_tensor(params)
-    if not_a_list or not isinstance(params, Iterable):
-        raise TypeError(
-            f"params must be a list of arrays/tensors or of param-group dicts (got {show(params)})"
-        )
-    items = list(params)
-    if not items:
-        raise ValueError("optimizer got an empty parameter list")
-    raw = items if isinstance(items[0], Mapping) else [{"params": items}]
-    groups = []
-    for index, group in enumerate(raw):
-        if not isinstance(group, Mapping) or "params" not in group:
-            raise TypeError(f"param group {index} must be a dict with a 'params' key")
-        plist = group["params"]
-        if isinstance(plist, (str, bytes, Mapping)) or not isinstance(plist, Iterable):
-            raise TypeError(
-                f"'params' of param group {index} must be a list of arrays/tensors (got {show(plist)})"
-            )
-        plist = [plist] if isinstance(plist, np.ndarray) or is_kp_tensor(plist) else list(plist)
-        if not plist:
-            raise ValueError(f"param group {index} has no params")
-        extra = {k: v for k, v in group.items() if k != "params"}
-        groups.append({**defaults, **extra, "params": plist})
-    seen: set[int] = set()
-    for gi, group in enumerate(groups):
-        for pi, p in enumerate(group["params"]):
-            if id(p) in seen:
-                raise ValueError(f"param {pi} of group {gi} appears in more than one place")
-            seen.add(id(p))
-            if is_kp_tensor(p):
-                continue
-            if not isinstance(p, np.ndarray):
-                raise TypeError(
-                    f"param {pi} of group {gi} is a {type(p).__name__}; expected a NumPy "
-                    "float32 array or a kp tensor"
-                )
-            name = fmt.dtype_name(p.dtype)
-            if name is None or not p.flags.c_contiguous or not p.flags.writeable:
-                raise TypeError(
-                    f"param {pi} of group {gi} must be a writeable, C-contiguous float32, float16 "
-                    f"or bfloat16 (ml_dtypes.bfloat16) array (got dtype {p.dtype}, "
-                    f"contiguous={p.flags.c_contiguous}, writeable={p.flags.writeable}): vk-adam "
-                    "updates params in place, so convert it once with "
-                    "np.ascontiguousarray(p, dtype=np.float32) and keep that array"
-                )
-            first = group["params"][0]
-            if isinstance(first, np.ndarray) and p.dtype != first.dtype:
-                raise TypeError(
-                    f"param {pi} of group {gi} is {name} but param 0 of the group is "
-                    f"{fmt.dtype_name(first.dtype)}: a group's params share one flat buffer of one "
-                    "dtype; put params of another dtype in a param group of their own"
-                )
-            if p.size == 0:
-                raise ValueError(f"param {pi} of group {gi} is empty")
-    check_no_overlap(groups)
-    return groups
-
-
-def check_no_overlap(groups: Sequence[Mapping[str, Any]]) -> None:
-    """NumPy params (C-contiguous, so each is one byte range) must not share memory: each is
-    written back after a step, and views of one array would overwrite each other's update."""
-    spans = sorted(
-        (p.__array_interface__["data"][0], p.nbytes, gi, pi)
-        for gi, group in enumerate(groups)
-        for pi, p in enumerate(group["params"])
-        if isinstance(p, np.ndarray)
-    )
-    end, owner = -1, (0, 0)
-    for start, nbytes, gi, pi in spans:
-        if start < end:
-            raise ValueError(
-                f"param {pi} of group {gi} shares memory with param {owner[1]} of group {owner[0]} "
-                "(views of one array?); each param needs memory of its own"
-            )
-        if start + nbytes > end:
-            end, owner = start + nbytes, (gi, pi)
 
 
 def prepare_grads(

@@ -15,9 +15,10 @@ import numpy.typing as npt
 from .. import _formats as fmt
 from .._rules.rule import UpdateRule
 from .device import BufferSet, Group
-from .groups import as_step, check_hyper_types, is_index, same_shader, show
+from .groups import check_hyper_types, same_shader
 from .layout import ParamSlot
 from .storage import STATE_DTYPE_OF, Storage, blocks, decode_state, is_signed, native_state, quantize
+from .values import as_step, is_index, show
 
 #: State-dict key of a 16-bit param's fp32 master copy, and the suffix of 8-bit state's absmax.
 MASTER_KEY = "master_param"
