@@ -260,11 +260,12 @@ def test_untimed_runs_stay_untimed_after_a_timed_one():
         ticks = rt.run([copy_op, copy_op], timestamps=True)
         assert ticks is not None and len(ticks) == 3 and ticks[0] <= ticks[1] <= ticks[2]
         assert rt.run([copy_op]) is None
-        untimed, timed = rt._run_sequence, rt._timed_run_sequence
-        assert id(untimed) not in rt._timed and id(timed) in rt._timed
-        assert rt.run([copy_op], timestamps=True) is not None and rt._timed_run_sequence is timed
+        sequences = rt._sequences
+        untimed, timed = sequences.run_sequence, sequences.timed_run_sequence
+        assert id(untimed) not in sequences.timed and id(timed) in sequences.timed
+        assert rt.run([copy_op], timestamps=True) is not None and sequences.timed_run_sequence is timed
         assert rt.run([copy_op, copy_op, copy_op], timestamps=True) is not None  # a bigger pool
-        assert rt._timed_run_sequence is not timed and rt._run_sequence is untimed
+        assert sequences.timed_run_sequence is not timed and sequences.run_sequence is untimed
         rt.run([rt.download_op([b])])
         np.testing.assert_array_equal(b.data(), 1.0)
     finally:

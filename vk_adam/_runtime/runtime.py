@@ -29,6 +29,7 @@ from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .devices import DeviceInfo, application_device
 from .external import with_sharing
+from .sequences import Pending, Sequences
 
 Array = npt.NDArray[Any]
 
@@ -53,26 +54,6 @@ def is_kp_tensor(obj: object) -> bool:
     )
 
 
-class Pending:
-    """Work submitted with :meth:`Runtime.submit`; :meth:`wait` blocks until the GPU is done."""
-
-    __slots__ = ("_runtime", "_sequences")
-
-    def __init__(self, runtime: Runtime, sequences: list[Any]) -> None:
-        self._runtime = runtime
-        self._sequences = sequences
-
-    @property
-    def done(self) -> bool:
-        return not self._sequences
-
-    def wait(self) -> None:
-        for seq in self._sequences:
-            seq.eval_await()
-            self._runtime._free_sequences.append(seq)
-        self._sequences = []
-
-
 def as_manager(manager: Any) -> Any:
     """The ``kp.Manager`` meant by ``manager=``: a :class:`~.shared.DeviceHandle` stands for its
     shared manager (``vk_adam.open_device()``); anything else is returned for the caller to check."""
@@ -90,7 +71,8 @@ class Runtime:
 
     ``manager``: the application's ``kp.Manager`` (never destroyed here) or a ``DeviceHandle``, or
     None to use the process's shared device for ``device`` (see :func:`select_device`, :mod:`.shared`):
-    :meth:`close` frees this runtime's objects and drops its reference on that device.
+    :meth:`close` frees this runtime's objects and drops its reference on that device. The kp
+    sequences behind :meth:`run` and :meth:`submit` are kept by :class:`.sequences.Sequences`.
     """
 
     def __init__(self, *, manager: Any = None, device: int | str | None = None) -> None:
@@ -115,16 +97,7 @@ class Runtime:
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
-        self._sequences: list[Any] = []
-        self._free_sequences: list[Any] = []
-        #: ids of the sequences made with timestamp queries (never given back to the device).
-        self._timed: set[int] = set()
-        # run()'s sequences: one without timestamp queries, one with (made when first asked
-        # for; a sequence made with queries writes timestamps on every evaluation, which costs
-        # a few microseconds on a GPU and hundreds on lavapipe).
-        self._run_sequence: Any = None
-        self._timed_run_sequence: Any = None
-        self._run_timestamps = 0
+        self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
         self._closed = False
         # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
         self._bridge_op: Any = None
@@ -242,20 +215,7 @@ class Runtime:
         each op; multiply tick differences by :attr:`timestamp_period` for nanoseconds).
         """
         self._check_open()
-        want = len(ops) + 1
-        if not timestamps:
-            if self._run_sequence is None:
-                self._run_sequence = self._new_sequence()
-            seq = self._run_sequence
-        else:
-            if self._timed_run_sequence is None or self._run_timestamps < want:
-                if self._timed_run_sequence is not None:
-                    self._timed_run_sequence.destroy()
-                    self._timed.discard(id(self._timed_run_sequence))
-                    self._sequences.remove(self._timed_run_sequence)
-                self._timed_run_sequence = self._new_sequence(want)
-                self._run_timestamps = want
-            seq = self._timed_run_sequence
+        seq = self._sequences.for_run(len(ops) + 1 if timestamps else 0)
         seq.clear()
         for op in ops:
             seq.record(op)
@@ -267,42 +227,13 @@ class Runtime:
     def submit(self, ops: Sequence[Any]) -> Pending:
         """Submit ``ops`` without waiting; they run after everything submitted before."""
         self._check_open()
-        if self.features.async_submit:
-            seq = self._acquire_sequence()
-            seq.clear()
-            for op in ops:
-                seq.record(op)
-            seq.eval_async()
-            return Pending(self, [seq])
-        # Stock kp submits one op per asynchronous evaluation.
-        sequences = []
-        for op in ops:
-            seq = self._acquire_sequence()
-            seq.eval_async(op)
-            sequences.append(seq)
-        return Pending(self, sequences)
+        return self._sequences.submit(ops, one_submission=self.features.async_submit)
 
     def record(self, sequence: Any, ops: Sequence[Any]) -> None:
         """Record ``ops`` into the application's own kp.Sequence (not submitted)."""
         self._check_open()
         for op in ops:
             sequence.record(op)
-
-    def _new_sequence(self, timestamps: int = 0) -> Any:
-        seq = None
-        if timestamps == 0 and self._shared is not None:
-            seq = _shared.take_sequence(self._shared)
-        if seq is None:
-            seq = self.manager.sequence(total_timestamps=timestamps)
-        if timestamps:
-            self._timed.add(id(seq))
-        self._sequences.append(seq)
-        return seq
-
-    def _acquire_sequence(self) -> Any:
-        if self._free_sequences:
-            return self._free_sequences.pop()
-        return self._new_sequence()
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -322,20 +253,15 @@ class Runtime:
             return
         self._closed = True
         shared, self._shared = self._shared, None
-        if shared is None or not shared.closed:
-            # Sequences first: destroying one waits for its submitted work. Idle, untimed ones
-            # go back to the shared device for its next user.
-            for seq in self._sequences:
-                reusable = id(seq) not in self._timed and not seq.is_running()
-                if not (shared is not None and reusable and _shared.give_sequence(shared, seq)):
-                    seq.destroy()
+        live = shared is None or not shared.closed
+        # Sequences first: destroying one waits for its submitted work.
+        self._sequences.close(destroy=live)
+        if live:
             for algo in self._pipelines:
                 algo.destroy()
             for tensor in self._buffers:
                 tensor.destroy()
-        self._pipelines, self._sequences, self._free_sequences, self._buffers = [], [], [], []
-        self._timed = set()
-        self._run_sequence = self._timed_run_sequence = None
+        self._pipelines, self._buffers = [], []
         self._bridge_op = None
         self.manager = None
         if shared is not None:

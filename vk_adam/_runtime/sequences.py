@@ -1,0 +1,121 @@
+"""The kp sequences of one :class:`~.runtime.Runtime`, and the work submitted through them.
+
+This lives apart from ``runtime.py`` so that ``Runtime`` keeps to the project's terms (buffers,
+pipelines, ops; run, submit, record, close) while this owns the kp bookkeeping behind them:
+``run()``'s two reused sequences (one without timestamp queries, one with), the free list that
+finished submissions go back to, the idle sequences borrowed from and given back to the shared
+device (:mod:`.shared`), and their destruction at close. Only the runtime makes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import shared as _shared
+
+
+class Pending:
+    """Work submitted with :meth:`Runtime.submit`; :meth:`wait` blocks until the GPU is done."""
+
+    __slots__ = ("_pool", "_sequences")
+
+    def __init__(self, pool: Sequences, sequences: list[Any]) -> None:
+        self._pool = pool
+        self._sequences = sequences
+
+    @property
+    def done(self) -> bool:
+        return not self._sequences
+
+    def wait(self) -> None:
+        for seq in self._sequences:
+            seq.eval_await()
+            self._pool.free.append(seq)
+        self._sequences = []
+
+
+class Sequences:
+    """Every kp sequence one runtime made on ``manager``; ``shared``: the shared device it
+    borrows idle sequences from (None for an application's manager)."""
+
+    def __init__(self, manager: Any, shared: _shared.SharedDevice | None) -> None:
+        self._manager = manager
+        self._shared = shared
+        self.made: list[Any] = []
+        #: Sequences of finished submissions, for the next submission.
+        self.free: list[Any] = []
+        #: ids of the sequences made with timestamp queries (never given back to the device).
+        self.timed: set[int] = set()
+        # run()'s sequences: one without timestamp queries, one with (made when first asked
+        # for; a sequence made with queries writes timestamps on every evaluation, which costs
+        # a few microseconds on a GPU and hundreds on lavapipe).
+        self.run_sequence: Any = None
+        self.timed_run_sequence: Any = None
+        self._run_timestamps = 0
+
+    def for_run(self, timestamps: int) -> Any:
+        """``run()``'s sequence: the untimed one for ``timestamps=0``, else the timed one,
+        made again with more queries when it has fewer than ``timestamps``."""
+        if not timestamps:
+            if self.run_sequence is None:
+                self.run_sequence = self._new()
+            return self.run_sequence
+        if self.timed_run_sequence is None or self._run_timestamps < timestamps:
+            if self.timed_run_sequence is not None:
+                self.timed_run_sequence.destroy()
+                self.timed.discard(id(self.timed_run_sequence))
+                self.made.remove(self.timed_run_sequence)
+            self.timed_run_sequence = self._new(timestamps)
+            self._run_timestamps = timestamps
+        return self.timed_run_sequence
+
+    def submit(self, ops: Sequence[Any], *, one_submission: bool) -> Pending:
+        """Submit ``ops`` without waiting: recorded into one sequence (``one_submission``, a
+        patched kp), else one sequence per op (stock kp's ``eval_async`` takes one op)."""
+        if one_submission:
+            seq = self._acquire()
+            seq.clear()
+            for op in ops:
+                seq.record(op)
+            seq.eval_async()
+            return Pending(self, [seq])
+        sequences = []
+        for op in ops:
+            seq = self._acquire()
+            seq.eval_async(op)
+            sequences.append(seq)
+        return Pending(self, sequences)
+
+    def _new(self, timestamps: int = 0) -> Any:
+        seq = None
+        if timestamps == 0 and self._shared is not None:
+            seq = _shared.take_sequence(self._shared)
+        if seq is None:
+            seq = self._manager.sequence(total_timestamps=timestamps)
+        if timestamps:
+            self.timed.add(id(seq))
+        self.made.append(seq)
+        return seq
+
+    def _acquire(self) -> Any:
+        if self.free:
+            return self.free.pop()
+        return self._new()
+
+    def close(self, *, destroy: bool) -> None:
+        """Forget every sequence; with ``destroy`` (the device is still open), first give the
+        idle, untimed ones back to the shared device for its next user and destroy the rest
+        (destroying one waits for its submitted work)."""
+        shared, self._shared = self._shared, None
+        if destroy:
+            for seq in self.made:
+                reusable = id(seq) not in self.timed and not seq.is_running()
+                if not (shared is not None and reusable and _shared.give_sequence(shared, seq)):
+                    seq.destroy()
+        self.made, self.free, self.timed = [], [], set()
+        self.run_sequence = self.timed_run_sequence = None
+        self._manager = None
+
+
+__all__ = ["Pending", "Sequences"]
