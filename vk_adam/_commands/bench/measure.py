@@ -1,8 +1,9 @@
 """The measurements: one AdamW step of one case on one backend, timed.
 
-vk-adam on Vulkan goes through the runtime (``Runtime``; only ``vk_adam._runtime`` calls kp);
-the peers are the float64 NumPy reference, torch on the CPU and torch on CUDA. Each returns a
-``Result``; ``vk_adam._commands.bench.report`` turns them into the report.
+vk-adam on Vulkan goes through the runtime (``Runtime``; only ``vk_adam._runtime`` calls kp),
+here; the peers are the float64 NumPy reference, torch on the CPU and torch on CUDA, in
+``peer_steps`` (re-exported here). Each returns a ``Result`` (``timing``);
+``vk_adam._commands.bench.report`` turns them into the report.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,39 +20,10 @@ import numpy as np
 
 from ..._runtime import Runtime
 from .cases import Case
+from .peer_steps import bench_numpy, bench_torch_cpu, bench_torch_cuda, cuda_copy_bandwidth
+from .timing import Result, median_ms, timeit
 
 ALIGN = 64
-
-
-def _median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
-
-
-def _timeit(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
-@dataclass
-class Result:
-    case: str
-    backend: str
-    gpu_ms: float | None = None
-    sync_wall_ms: float | None = None
-    pipelined_ms: float | None = None
-    host_ms: float | None = None
-    dispatches: int | None = None
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-# -- Vulkan -------------------------------------------------------------------------------------
 
 
 class ClockWarmer:
@@ -60,11 +31,12 @@ class ClockWarmer:
 
     Under light, bursty load a GPU lowers its shader clock: on the H200, in a process that used
     only Vulkan, the SM clock fell from 1,980 MHz to 345 MHz within about three seconds of one
-    copy at a time, and the copy then read 1,600 GB/s instead of 4,100 (BENCHMARKS.md, "The GPU's
-    clock under light load"). ``warm()`` runs copies back to back for ``seconds`` so that what is
-    timed right after it runs at a busy GPU's clock: the copy yardstick does this before each
-    timed copy. (Measured there: 1,980 MHz throughout. 30 ms before each step of a process that
-    uploads NumPy params for tens of milliseconds per step did not hold the clock up.)
+    copy at a time, and the copy then read 1,600 GB/s instead of 4,100
+    (benchmarks/results/h200-2026-12-02-clocks/README.md, "The GPU's clock under light load").
+    ``warm()`` runs copies back to back for ``seconds`` so that what is timed right after it
+    runs at a busy GPU's clock: the copy yardstick does this before each timed copy. (Measured
+    there: 1,980 MHz throughout. 30 ms before each step of a process that uploads NumPy params
+    for tens of milliseconds per step did not hold the clock up.)
     ``close()`` frees its buffers.
     """
 
@@ -147,7 +119,7 @@ def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
     try:
         rt.run([rt.upload_op([g, status])])
         op = rt.dispatch_op(algo, push)
-        prerecorded = _timeit(lambda: rt.run([op]), repeats * 5, 20)
+        prerecorded = timeit(lambda: rt.run([op]), repeats * 5, 20)
         submit, wait = [], []
         for _ in range(repeats * 5):
             t0 = time.perf_counter()
@@ -157,9 +129,9 @@ def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
             submit.append(t1 - t0)
             wait.append(time.perf_counter() - t1)
         return {
-            "eval_prerecorded_ms": _median_ms(prerecorded),
-            "eval_async_submit_ms": _median_ms(submit),
-            "eval_await_ms": _median_ms(wait),
+            "eval_prerecorded_ms": median_ms(prerecorded),
+            "eval_async_submit_ms": median_ms(submit),
+            "eval_await_ms": median_ms(wait),
         }
     finally:
         rt.destroy_pipeline(algo)
@@ -218,11 +190,11 @@ def bench_vk(
             gpu.append(opt.last_gpu_seconds)
             host.append(opt.last_host_seconds)
 
-        _timeit(timed, args.repeats, 0)
+        timeit(timed, args.repeats, 0)
         # The sync step's wall time without the timestamps: they cost time of their own (a few
         # microseconds on a GPU, hundreds on lavapipe) that torch's timing does not pay.
         opt.profile = False
-        wall = _timeit(opt.step, args.repeats, 1)
+        wall = timeit(opt.step, args.repeats, 1)
         n_steps = args.steps_per_batch
         batch = rt.manager.sequence()
 
@@ -234,7 +206,7 @@ def bench_vk(
                 opt.record_step(batch)
             batch.eval()
 
-        pipe = _timeit(back_to_back, max(3, args.repeats // 5), 1)
+        pipe = timeit(back_to_back, max(3, args.repeats // 5), 1)
         # The same with the recording left out of the clock: what the barriers between steps
         # cost on the GPU, apart from the host's recording of each step.
         eval_only: list[float] = []
@@ -257,19 +229,19 @@ def bench_vk(
             assert handle is not None
             handle.wait()
 
-        asynchronous = _timeit(async_steps, 3, 1)
+        asynchronous = timeit(async_steps, 3, 1)
         return Result(
             case.name,
             ("vk-adam per-tensor" if per_tensor else "vk-adam") + (" clip" if clip else ""),
-            gpu_ms=_median_ms(gpu),
-            sync_wall_ms=_median_ms(wall),
-            pipelined_ms=_median_ms(pipe) / n_steps,
-            host_ms=_median_ms(host),
+            gpu_ms=median_ms(gpu),
+            sync_wall_ms=median_ms(wall),
+            pipelined_ms=median_ms(pipe) / n_steps,
+            host_ms=median_ms(host),
             dispatches=opt.dispatches_per_step(),
             extra={
-                "async_step_ms": _median_ms(asynchronous) / n_steps,
-                "back_to_back_eval_ms": _median_ms(eval_only) / n_steps,
-                "async_issue_ms": _median_ms(issue),
+                "async_step_ms": median_ms(asynchronous) / n_steps,
+                "back_to_back_eval_ms": median_ms(eval_only) / n_steps,
+                "async_issue_ms": median_ms(issue),
             },
         )
     finally:
@@ -278,114 +250,17 @@ def bench_vk(
             rt.free_buffer(t)
 
 
-# -- CPU and CUDA peers -------------------------------------------------------------------------
-
-
-def bench_numpy(case: Case, args: argparse.Namespace) -> Result:
-    from ..._rules.builtin import ADAMW
-
-    rng = np.random.default_rng(0)
-    n = case.elements
-    p, g = rng.standard_normal(n), rng.standard_normal(n)
-    state = {"exp_avg": np.zeros(n), "exp_avg_sq": np.zeros(n)}
-    hyper = {**ADAMW.defaults, "lr": 1e-4}
-    step = [0]
-
-    def run() -> None:
-        step[0] += 1
-        ADAMW.reference(p, g, state, hyper, step[0])
-
-    wall = _timeit(run, max(3, args.repeats // 4), 1)
-    return Result(case.name, "numpy-f64", sync_wall_ms=_median_ms(wall), pipelined_ms=_median_ms(wall))
-
-
-def _torch_params(case: Case, device: str) -> list[Any]:
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    params = []
-    for n in case.sizes:
-        p = torch.randn(n, generator=gen).to(device).requires_grad_()
-        p.grad = torch.randn(n, generator=gen).to(device)
-        params.append(p)
-    return params
-
-
-def bench_torch_cpu(case: Case, mode: str, args: argparse.Namespace) -> Result:
-    import torch
-
-    params = _torch_params(case, "cpu")
-    opt = torch.optim.AdamW(params, lr=1e-4, foreach=mode == "foreach", fused=mode == "fused")
-    wall = _timeit(opt.step, max(3, args.repeats // 2), 2)
-    return Result(
-        case.name, f"torch-cpu-{mode}", sync_wall_ms=_median_ms(wall), pipelined_ms=_median_ms(wall)
-    )
-
-
-def _cuda_event() -> Any:
-    import torch
-
-    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-
-
-def cuda_copy_bandwidth(elements: int, repeats: int) -> float:
-    import torch
-
-    a = torch.ones(elements, device="cuda")
-    b = torch.empty_like(a)
-    start, end = _cuda_event(), _cuda_event()
-    for _ in range(3):
-        b.copy_(a)
-    start.record()
-    for _ in range(repeats):
-        b.copy_(a)
-    end.record()
-    torch.cuda.synchronize()
-    return float(2 * 4 * elements * repeats / (start.elapsed_time(end) * 1e-3))
-
-
-def bench_torch_cuda(case: Case, args: argparse.Namespace, clip: float | None = None) -> Result:
-    """torch's fused AdamW on CUDA; with ``clip``, ``clip_grad_norm_`` (foreach) before each step."""
-    import torch
-
-    params = _torch_params(case, "cuda")
-    fused = torch.optim.AdamW(params, lr=1e-4, fused=True)
-
-    class _Step:
-        def step(self) -> None:
-            if clip:
-                torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
-            fused.step()
-
-    opt = _Step()
-    for _ in range(args.warmup):
-        opt.step()
-    torch.cuda.synchronize()
-
-    def sync_step() -> None:
-        opt.step()
-        torch.cuda.synchronize()
-
-    wall = _timeit(sync_step, args.repeats, 2)
-    start, end = _cuda_event(), _cuda_event()
-    n = args.steps_per_batch
-    start.record()
-    for _ in range(n):
-        opt.step()
-    end.record()
-    torch.cuda.synchronize()
-    gpu_ms = start.elapsed_time(end) / n  # back-to-back steps: GPU time per step
-    pipe = []
-    for _ in range(max(3, args.repeats // 5)):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            opt.step()
-        torch.cuda.synchronize()
-        pipe.append((time.perf_counter() - t0) / n)
-    return Result(
-        case.name,
-        "torch-cuda-fused" + (" clip" if clip else ""),
-        gpu_ms=gpu_ms,
-        sync_wall_ms=_median_ms(wall),
-        pipelined_ms=_median_ms(pipe),
-    )
+__all__ = [
+    "ALIGN",
+    "ClockWarmer",
+    "Result",
+    "bench_numpy",
+    "bench_torch_cpu",
+    "bench_torch_cuda",
+    "bench_vk",
+    "copy_seconds",
+    "cuda_copy_bandwidth",
+    "raw_vulkan_floor",
+    "submit_wait_floor",
+    "vulkan_copy_bandwidth",
+]
