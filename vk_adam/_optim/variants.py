@@ -174,7 +174,7 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
     """The loop shape on ``device``: defaults per device kind, then the environment's knobs."""
     return LoopShape(
         vec4s=env_int(VEC4S_ENV, 1, (1, 2, 4)),
-        # measured: BENCHMARKS.md, "The 8-bit loop's registers" (one everywhere)
+        # measured: benchmarks/results/h200-2026-12-02-int8-loop/README.md (one everywhere)
         int8_vec4s=env_int(INT8_VEC4S_ENV, 1, (1, 2)),
         subgroup_size=subgroup_size(device),
         int8_workgroups=env_int(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),

@@ -41,7 +41,7 @@ MAX_WORKGROUPS = 65535
 MAX_ELEMENTS = (2**32 - 1) // 4
 
 
-#: A lower workgroup cap for tuning experiments (benchmarks/grid_sweep.py); unset: no cap.
+#: A lower workgroup cap for tuning experiments (benchmarks/archive/grid_sweep.py); unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
 
 

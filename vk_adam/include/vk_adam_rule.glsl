@@ -227,7 +227,7 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
 // Read in place rather than copied into shared memory by every workgroup: no copy and no
 // barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 6-24%
-// faster with the subgroup loop below (BENCHMARKS.md, "The 8-bit loop's registers").
+// faster with the subgroup loop below (benchmarks/results/h200-2026-12-02-int8-loop/README.md).
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
