@@ -43,7 +43,7 @@ class BufferSet:
     check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
     spirv: str = ""  # the update shader the newest pipeline runs (a name or path; variants.py)
-    spec: tuple[float, ...] = ()  # its specialization constants (benchmarks/pipeline_stats)
+    spec: tuple[float, ...] = ()  # its specialization constants (benchmarks/archive/pipeline_stats)
     # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
     pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # ids of grad tensors whose pipelines a record_step used: never evicted

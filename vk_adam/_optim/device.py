@@ -20,25 +20,21 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant, UpdateRule
-from .._runtime import WORKGROUP_SIZE, Runtime, is_kp_tensor
+from .._rules.rule import ShaderVariant, UpdateRule
+from .._runtime import Runtime, is_kp_tensor
+from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
-from .layout import gather, scatter
-from .storage import Storage, rng_key, uint_spec
-from .variants import LoopShape, loop_shape, update_launch
+from .host_memory import HostImports, HostTraffic
+from .layout import scatter
+from .storage import Storage, rng_key
+from .variants import LoopShape, loop_shape
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
-
-
-#: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
-#: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
-#: many distinct gradient buffers can be recorded per buffer set.
-MAX_PIPELINES_PER_SET = 8
 
 
 def push_values(rule: UpdateRule, group: Group, step: int) -> Sequence[float]:
@@ -53,20 +49,6 @@ def push_values(rule: UpdateRule, group: Group, step: int) -> Sequence[float]:
             "VK_ADAM_HYPER_COUNT)"
         )
     return values
-
-
-def gradient_prepass(dev: DeviceGroups, grad: Any, bset: BufferSet) -> tuple[Any, Any]:
-    """The pipeline and dispatch op of the pass over a buffer set's gradients before its update,
-    or (None, None): clipping's pass 1 (it also flags non-finite gradients), else
-    ``skip_nonfinite``'s check."""
-    grad_format = fmt.PARAM_FORMAT[bset.format.param]
-    if dev.clipper is not None:
-        return dev.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
-    if not dev.skip_nonfinite:
-        return None, None
-    shader = dev.builder.shader("nonfinite_check")
-    check = dev.rt.pipeline([grad, dev.status], shader, bset.n, uint_spec(grad_format), 1)
-    return check, dev.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
 
 
 class DeviceGroups:
@@ -98,7 +80,7 @@ class DeviceGroups:
         # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
         self.shape: LoopShape = loop_shape(rt.device)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
-        self._drain = drain
+        self.drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
         self.groups: list[Group] = []
         # skip flag, gradient scale, last norm (clipping.py); every update shader reads it
@@ -111,7 +93,6 @@ class DeviceGroups:
         self.grad_scale: float | None = None
         self._status_barrier = rt.barrier_op([self.status])
         self._status_download = rt.download_op([self.status])
-        self._host_download: Any = None
         self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
         self._barrier_after: Any = None
         if self.storage.windows and len(self.storage.windows) != len(groups):  # ZeRO-1's shards
@@ -122,77 +103,22 @@ class DeviceGroups:
                 self.bind(group, bset, bset.grad)
             self.groups.append(group)
         self._sets = [bset for group in self.groups for bset in group.sets]  # in dispatch order
+        #: How NumPy groups' arrays reach the device and come back (imports or staging memory).
+        has_host = any(g.host_mode for g in self.groups)
+        imports = HostImports(rt.manager, rt.device.host_import_alignment, has_host)
+        self.traffic = HostTraffic(rt, imports)
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
-        host = [g.sets[0].param for g in self.groups if g.host_mode]
-        self._host_download = rt.download_op(host) if host else None
         rt.run([rt.upload_op(rt.buffers)])
 
     # -- construction ------------------------------------------------------------------------
 
     def bind(self, group: Group, bset: BufferSet, grad: Any, *, recording: bool = False) -> None:
-        """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
+        """Make the pipelines bound to this grad buffer current (``binding``)."""
+        bind_pipelines(self, group, bset, grad, recording)
 
-        Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
-        is destroyed only when no submitted step still uses it (drained first) and no
-        ``record_step`` used it (the application's sequence may still be unevaluated).
-        """
-        key = id(grad)
-        cached = bset.pipelines.get(key)
-        if cached is None:
-            if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
-                self._check_room(bset, grad)
-                self._evict(bset)
-            states = [bset.state[s.name] for s in group.variant.state]
-            tensors = [bset.param, grad, self.status, *states]
-            spec = group.spec
-            spirv, items = str(group.variant.spirv), -(-bset.n // 4)  # a vec4 each
-            max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
-            if self.builder.has_formats(group.variant):
-                absmax = [bset.absmax.get(s.name, self.unused) for s in group.variant.state]
-                tensors += [*absmax, bset.master or self.unused, self.qtable]
-                padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-                b = self.builder
-                launch = update_launch(self.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
-                spirv, items = launch.spirv, launch.items
-                max_groups, threads = launch.max_groups, launch.threads
-                spec = (*spec, *padding, *launch.spec)
-            bset.spirv, bset.spec = spirv, tuple(spec)
-            shader, push = self.builder.shader(spirv), self._push_words(group.variant)
-            update = self.rt.pipeline(
-                tensors, shader, items, spec, push, max_groups=max_groups, threads=threads
-            )
-            cached = (grad, update, *gradient_prepass(self, grad, bset))
-            bset.pipelines[key] = cached
-        if recording:
-            bset.recorded.add(key)
-        if bset.bound_grad is not grad:
-            self._barrier_before = self._barrier_after = None
-        _, bset.update_algo, bset.check_algo, bset.check_op = cached
-        bset.bound_grad = grad
-
-    @staticmethod
-    def _check_room(bset: BufferSet, grad: Any) -> None:
-        """Refuse a new gradient buffer when every cached pipeline is pinned by record_step."""
-        if (
-            id(grad) not in bset.pipelines
-            and len(bset.pipelines) >= MAX_PIPELINES_PER_SET
-            and all(k in bset.recorded for k in bset.pipelines)
-        ):
-            raise ValueError(
-                f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
-                "gradient buffers through record_step; their pipelines must outlive the "
-                "sequences you recorded, so no more can be bound. Reuse a few gradient "
-                "buffers (for example opt.grad_buffer()), or create a new optimizer"
-            )
-
-    def _evict(self, bset: BufferSet) -> None:
-        evictable = [k for k in bset.pipelines if k not in bset.recorded]
-        self._drain()
-        for k in evictable:
-            _grad, *algos, _op = bset.pipelines.pop(k)
-            for algo in algos:
-                if algo is not None:
-                    self.rt.destroy_pipeline(algo)
+    def forget_barriers(self) -> None:
+        """The buffers a step touches changed (a new gradient buffer bound): rebuild the barriers."""
+        self._barrier_before = self._barrier_after = None
 
     def _barriers(self) -> tuple[Any, Any]:
         """Barrier ops over every buffer a step touches, before it (after earlier uploads, the
@@ -214,8 +140,11 @@ class DeviceGroups:
 
     # -- one step --------------------------------------------------------------------------
 
-    def stage_inputs(self, prepared: list[list[Any]] | None, *, recording: bool = False) -> list[Any]:
-        """Copy host params/grads into staging, rebind device grads; return buffers to upload.
+    def stage_inputs(
+        self, prepared: list[list[Any]] | None, *, recording: bool = False, direct: bool = False
+    ) -> list[Any]:
+        """Stage host params/grads (``traffic``), rebind device grads; return buffers to upload.
+        ``direct``: a synchronous step, whose large NumPy arrays the GPU may copy where they lie.
 
         The caller makes sure no submitted work still reads the staging memory written here."""
         if prepared is not None:  # a refusal must come before any staging memory is written
@@ -223,18 +152,12 @@ class DeviceGroups:
                 if not group.host_mode:
                     for bset, g in zip(group.sets, prepared[gi], strict=True):
                         if not isinstance(g, np.ndarray):
-                            self._check_room(bset, g)
-        upload: list[Any] = []
+                            check_room(bset, g)
+        upload = self.traffic.stage(self.groups, prepared, direct)
         for gi, group in enumerate(self.groups):
-            grads = prepared[gi] if prepared is not None else None
             if group.host_mode:
-                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
-                bset = group.sets[0]
-                upload.append(bset.param)
-                if grads is not None:
-                    gather(group.slots, grads, group.grad_staging[0])
-                    upload.append(bset.grad)
                 continue
+            grads = prepared[gi] if prepared is not None else None
             for pi, bset in enumerate(group.sets):
                 g = grads[pi] if grads is not None else bset.grad
                 if isinstance(g, np.ndarray):
@@ -265,7 +188,7 @@ class DeviceGroups:
             out += [self._push(group, bset, values, group.step + 1) for bset in group.sets]
         return out
 
-    def _push_words(self, variant: ShaderVariant) -> int:
+    def push_words(self, variant: ShaderVariant) -> int:
         """uint n, the rule's floats, and (harness with formats) the uint rng key."""
         return 1 + variant.hyper_count + (1 if self.builder.has_formats(variant) else 0)
 
@@ -277,6 +200,7 @@ class DeviceGroups:
         ops = [before]
         if upload:
             ops.append(self.rt.upload_op(upload))
+        ops += self.traffic.copy_in
         first = len(ops) if self.clipper is not None else -1
         if self.clipper is not None or self.skip_nonfinite:
             ops += [bset.check_op for group in self.groups for bset in group.sets]
@@ -290,20 +214,19 @@ class DeviceGroups:
         first = first if first >= 0 else len(ops)
         # With no upload in the step, the barrier before it already orders every dispatch after
         # earlier writes to its buffers (an upload needs kp's own barrier per dispatch).
-        ordered = not upload
+        ordered = not upload and not self.traffic.copy_in
         ops += [
             self.rt.dispatch_op(b.update_algo, push, ordered=ordered)
             for b, push in zip(self._sets, pushes, strict=True)
         ]
         last = len(ops)
         ops.append(after)
-        if self._host_download is not None:
-            ops.append(self._host_download)
+        ops += self.traffic.copy_out
         return ops, first, last
 
     def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> Array:
         if bset.push is None:  # made once; n (and a zero rng key) never change
-            bset.push = np.zeros(self._push_words(group.variant), np.float32)
+            bset.push = np.zeros(self.push_words(group.variant), np.float32)
             bset.push.view(np.uint32)[0] = bset.n
             bset.push_rng = len(bset.push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC
         push: F32 = bset.push
@@ -316,7 +239,8 @@ class DeviceGroups:
 
     @staticmethod
     def copy_back(group: Group) -> None:
-        """Copy a NumPy group's updated params from staging into the user's arrays."""
+        """Copy a NumPy group's updated params from staging into the user's arrays (an
+        asynchronous step's, once it finished)."""
         if group.host_mode:
             scatter(group.slots, group.param_staging[0])
 

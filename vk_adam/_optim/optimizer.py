@@ -212,6 +212,8 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         for group in getattr(self, "_groups", []):
             group.param_staging.clear()
             group.grad_staging.clear()
+        if hasattr(self, "_dev"):
+            self._dev.traffic.close()  # host-memory imports, before their device goes
         runtime.close()
         self._closed = True
 

@@ -18,6 +18,7 @@ from .._runtime import Runtime
 from .._runtime.external import refuse_unwritten
 from .device import DeviceGroups, Group
 from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
+from .host_memory import refuse_resized
 from .inflight import InFlight, StepHandle
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.
@@ -58,6 +59,7 @@ class StepPaths:
             if not group.host_mode:
                 for pi, bset in enumerate(group.sets):
                     refuse_unwritten(bset.param, f"param {pi} of group {gi}")
+        refuse_resized(self._groups)
         prepared = prepare_grads(grads, self._groups, where)
         if recording:
             refuse_host_grads(prepared)
@@ -89,18 +91,17 @@ class StepPaths:
         self, prepared: list[list[Any]] | None, *, recording: bool = False, status: bool = False
     ) -> tuple[list[Any], int, int]:
         """The ops of one step (and the indices of its first and last update op): this step's
-        push constants, its inputs staged (uploads, or bound device grads)."""
+        push constants, its inputs staged (uploads, copies, or bound device grads). ``status``:
+        a synchronous step (the host sets the status; NumPy arrays may be copied in place)."""
         pushes = self._dev.pushes()
-        upload = self._dev.stage_inputs(prepared, recording=recording)
+        upload = self._dev.stage_inputs(prepared, recording=recording, direct=status)
         if status:
             upload += self._dev.stage_status()
         return self._dev.step_ops([] if recording else upload, pushes)
 
-    def _advance(self, copy_back: bool = False) -> None:
+    def _advance(self) -> None:
         for group in self._groups:
             group.step += 1
-            if copy_back:
-                self._dev.copy_back(group)
 
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
@@ -115,7 +116,8 @@ class StepPaths:
         handle.done = True
         handle.skipped = self.skip_nonfinite and int(self._dev.status.data()[0]) != 0
         if not handle.skipped:
-            self._advance(copy_back=True)
+            self._advance()
+            self._dev.traffic.finish()
         if self.profile:
             self.last_host_seconds = time.perf_counter() - started - eval_seconds
         return handle

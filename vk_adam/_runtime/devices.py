@@ -50,6 +50,8 @@ class DeviceInfo:
     #: 0017; "" and () otherwise.
     device_uuid: str = ""
     external_memory: tuple[str, ...] = ()
+    #: ``minImportedHostPointerAlignment`` in bytes where "host import" is listed, else 0.
+    host_import_alignment: int = 0
 
     @property
     def is_software(self) -> bool:

@@ -81,7 +81,9 @@ def with_sharing(info: DeviceInfo, manager: Any) -> DeviceInfo:
         )
         if ok
     )
-    return replace(info, device_uuid=found.device_uuid, external_memory=abilities)
+    alignment = found.min_host_alignment if found.host_import else 0
+    uuid = found.device_uuid
+    return replace(info, device_uuid=uuid, external_memory=abilities, host_import_alignment=alignment)
 
 
 def exportable_tensor(manager: Any, data: np.ndarray) -> Any:
@@ -113,6 +115,45 @@ def import_fd(
     return manager.tensor_import_fd(fd, allocation_size, memory_type, elements, dtype)
 
 
+def import_host_range(manager: Any, address: int, nbytes: int, alignment: int) -> tuple[Any, int]:
+    """A storage tensor over the whole pages that hold the bytes ``[address, address + nbytes)``
+    (``VK_EXT_external_memory_host``: the import must start and end on ``alignment``), and the
+    first byte's offset in it. Those bytes are only ever copied with byte ranges, so any
+    address works. The pages must stay mapped while the tensor lives. RuntimeError when the
+    driver refuses the memory (e.g. a file mapping)."""
+    base = address - address % alignment
+    size = -(-(address + nbytes - base) // alignment) * alignment
+    return manager.tensor_import_host(base, size, 0, size // 4), address - base
+
+
+def copy_regions_op(
+    source: Any,
+    destination: Any,
+    regions: list[tuple[int, int, int]],
+    *,
+    source_staging: bool = False,
+    destination_staging: bool = False,
+) -> Any:
+    """One ``vkCmdCopyBuffer`` of byte ``regions`` (source offset, destination offset, bytes);
+    ``*_staging``: that device tensor's host staging buffer. Records no barrier."""
+    return kp_module().OpCopyRegions(
+        source,
+        destination,
+        regions,
+        source_staging=source_staging,
+        destination_staging=destination_staging,
+    )
+
+
+def host_read_barrier_op(tensors: list[Any], *, staging: bool = False) -> Any:
+    """Make transfer writes to ``tensors`` (their staging buffers with ``staging``) visible to
+    host reads after the submission's fence wait."""
+    kp = kp_module()
+    access, stage = kp.AccessFlagBits, kp.PipelineStageFlagBits
+    src, dst = int(access.transfer_write), int(access.host_read)
+    return kp.OpMemoryBarrier(tensors, src, dst, int(stage.transfer), int(stage.host), not staging)
+
+
 def written(tensor: Any) -> bool | None:
     """Whether a kp tensor's device memory was ever written; None when the kp build cannot tell."""
     probe = getattr(tensor, "written", None)
@@ -133,10 +174,13 @@ def refuse_unwritten(tensor: Any, what: str) -> None:
 __all__ = [
     "EXPORT_DTYPES",
     "Sharing",
+    "copy_regions_op",
     "export_fd",
     "exportable_tensor",
     "fd_identity",
+    "host_read_barrier_op",
     "import_fd",
+    "import_host_range",
     "is_exportable",
     "kp_module",
     "refuse_unwritten",

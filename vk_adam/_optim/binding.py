@@ -1,0 +1,123 @@
+"""The pipelines of a buffer set: one update pipeline (and its gradient pre-pass) per gradient
+buffer it was stepped with, cached, since kp binds buffers when a pipeline is made.
+
+Split from ``device`` (the ops of a step) so that each reads in one sitting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from .. import _formats as fmt
+from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
+from .._runtime import WORKGROUP_SIZE, Runtime
+from .buffers import BufferSet, Group, GroupBuilder
+from .clipping import GradClipper
+from .storage import uint_spec
+from .variants import LoopShape, update_launch
+
+
+class DeviceGroups(Protocol):
+    """What binding needs of ``device.DeviceGroups`` (a protocol: ``device`` imports this module)."""
+
+    rt: Runtime
+    builder: GroupBuilder
+    clipper: GradClipper | None
+    skip_nonfinite: bool
+    status: Any
+    unused: Any
+    qtable: Any
+    shape: LoopShape
+    drain: Callable[[], None]
+
+    def push_words(self, variant: ShaderVariant) -> int: ...
+
+    def forget_barriers(self) -> None: ...
+
+
+#: Pipelines cached per buffer set, one per distinct gradient buffer seen. Pipelines used by
+#: ``record_step`` are never evicted (a recorded sequence may still use them), so at most this
+#: many distinct gradient buffers can be recorded per buffer set.
+MAX_PIPELINES_PER_SET = 8
+
+
+def gradient_prepass(dev: DeviceGroups, grad: Any, bset: BufferSet) -> tuple[Any, Any]:
+    """The pipeline and dispatch op of the pass over a buffer set's gradients before its update,
+    or (None, None): clipping's pass 1 (it also flags non-finite gradients), else
+    ``skip_nonfinite``'s check."""
+    grad_format = fmt.PARAM_FORMAT[bset.format.param]
+    if dev.clipper is not None:
+        return dev.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
+    if not dev.skip_nonfinite:
+        return None, None
+    shader = dev.builder.shader("nonfinite_check")
+    check = dev.rt.pipeline([grad, dev.status], shader, bset.n, uint_spec(grad_format), 1)
+    return check, dev.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
+
+
+def bind_pipelines(dev: DeviceGroups, group: Group, bset: BufferSet, grad: Any, recording: bool) -> None:
+    """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
+
+    Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
+    is destroyed only when no submitted step still uses it (drained first) and no
+    ``record_step`` used it (the application's sequence may still be unevaluated).
+    """
+    key = id(grad)
+    cached = bset.pipelines.get(key)
+    if cached is None:
+        if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
+            check_room(bset, grad)
+            _evict(dev, bset)
+        states = [bset.state[s.name] for s in group.variant.state]
+        tensors = [bset.param, grad, dev.status, *states]
+        spec = group.spec
+        spirv, items = str(group.variant.spirv), -(-bset.n // 4)  # a vec4 each
+        max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
+        if dev.builder.has_formats(group.variant):
+            absmax = [bset.absmax.get(s.name, dev.unused) for s in group.variant.state]
+            tensors += [*absmax, bset.master or dev.unused, dev.qtable]
+            padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
+            b = dev.builder
+            launch = update_launch(dev.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
+            spirv, items = launch.spirv, launch.items
+            max_groups, threads = launch.max_groups, launch.threads
+            spec = (*spec, *padding, *launch.spec)
+        bset.spirv, bset.spec = spirv, tuple(spec)
+        shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
+        update = dev.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups, threads=threads)
+        cached = (grad, update, *gradient_prepass(dev, grad, bset))
+        bset.pipelines[key] = cached
+    if recording:
+        bset.recorded.add(key)
+    if bset.bound_grad is not grad:
+        dev.forget_barriers()
+    _, bset.update_algo, bset.check_algo, bset.check_op = cached
+    bset.bound_grad = grad
+
+
+def check_room(bset: BufferSet, grad: Any) -> None:
+    """Refuse a new gradient buffer when every cached pipeline is pinned by record_step."""
+    if (
+        id(grad) not in bset.pipelines
+        and len(bset.pipelines) >= MAX_PIPELINES_PER_SET
+        and all(k in bset.recorded for k in bset.pipelines)
+    ):
+        raise ValueError(
+            f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
+            "gradient buffers through record_step; their pipelines must outlive the "
+            "sequences you recorded, so no more can be bound. Reuse a few gradient "
+            "buffers (for example opt.grad_buffer()), or create a new optimizer"
+        )
+
+
+def _evict(dev: DeviceGroups, bset: BufferSet) -> None:
+    evictable = [k for k in bset.pipelines if k not in bset.recorded]
+    dev.drain()
+    for k in evictable:
+        _grad, *algos, _op = bset.pipelines.pop(k)
+        for algo in algos:
+            if algo is not None:
+                dev.rt.destroy_pipeline(algo)

@@ -1,0 +1,271 @@
+"""NumPy params and gradients that the GPU reads and writes where they lie.
+
+Where the device imports host memory (``VK_EXT_external_memory_host``), a synchronous step copies
+each large NumPy array straight between its own pages and the group's flat device buffers
+(byte-range copies, so any address works), instead of through the buffers' staging memory with
+a NumPy copy each way. Pinning pages takes time, so imports are cached per array: a param is
+imported at its first synchronous step, a gradient when the same array comes a second time (a
+training loop reuses its gradient arrays; a fresh array each step would pay for pinning every
+step, and takes the staging path instead).
+
+Everything else keeps the staging path: small arrays (below :data:`MIN_IMPORT_BYTES`),
+read-only or non-contiguous ones, memory the driver refuses, asynchronous steps (their inputs
+are snapshot when ``step()`` returns), and devices without the extension.
+
+An import lives while its array does: a weak reference drops it when the array dies, and a step
+that finds an array at another address or size (``ndarray.resize(refcheck=False)``) drops the
+old import before it makes a new one. Only synchronous steps use imports, and they have finished
+when ``step()`` returns, so no GPU work can still use an import that is dropped.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import count
+from typing import Any
+
+import numpy as np
+
+from .. import _formats as fmt
+from .._inputs import env_int
+from .._runtime import Runtime
+from .._runtime.external import copy_regions_op, host_read_barrier_op, import_host_range
+from .buffers import Group
+from .layout import ParamSlot, gather, scatter
+
+#: Arrays smaller than this are copied through staging memory: pinning their pages would cost
+#: more than the copy.
+MIN_IMPORT_BYTES = 64 * 1024
+#: Imports cached per optimizer; the least recently used is dropped first beyond this many.
+MAX_IMPORTS = 256
+#: ``VK_ADAM_HOST_IMPORT=0`` turns imports off (every array through staging memory).
+HOST_IMPORT_ENV = "VK_ADAM_HOST_IMPORT"
+
+_serials = count(1)
+
+
+@dataclass
+class _Entry:
+    """One array's import, or the record of having seen it once (``tensor`` None)."""
+
+    ref: weakref.ref[np.ndarray]
+    address: int
+    nbytes: int
+    tensor: Any = None
+    offset: int = 0  # the array's first byte in the imported range
+    serial: int = 0  # unique per import: keys the cached copy ops that use it
+    refused: bool = False  # the driver refused this memory; staging path from now on
+
+
+class HostImports:
+    """Imports of NumPy arrays' pages on one device, cached per array (see the module doc)."""
+
+    def __init__(self, manager: Any, alignment: int, enabled: bool) -> None:
+        self._manager, self._alignment = manager, alignment
+        self.enabled = enabled and alignment > 0 and env_int(HOST_IMPORT_ENV, 1, (0, 1)) == 1
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+
+    def get(self, array: np.ndarray, *, at_first_sight: bool) -> _Entry | None:
+        """``array``'s import (made now if needed), or None: take the staging path.
+        ``at_first_sight``: import an array seen for the first time (else only the second)."""
+        if not self.enabled or array.nbytes < MIN_IMPORT_BYTES:
+            return None
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            return None
+        key, address = id(array), int(array.__array_interface__["data"][0])
+        entry = self._entries.get(key)
+        moved = entry is not None and (entry.address, entry.nbytes) != (address, array.nbytes)
+        if entry is not None and (entry.ref() is not array or moved):
+            self._drop(key)
+            entry = None
+        if entry is None:
+            owner = weakref.ref(self)
+            ref = weakref.ref(array, partial(_array_died, owner, key))
+            entry = self._entries[key] = _Entry(ref, address, array.nbytes)
+            while len(self._entries) > MAX_IMPORTS:
+                self._drop(next(iter(self._entries)))
+            if not at_first_sight:
+                return None
+        self._entries.move_to_end(key)
+        if entry.tensor is None and not entry.refused:
+            try:
+                found = import_host_range(self._manager, address, array.nbytes, self._alignment)
+            except RuntimeError:
+                entry.refused = True
+            else:
+                entry.tensor, entry.offset = found
+                entry.serial = next(_serials)
+        return entry if entry.tensor is not None else None
+
+    def _drop(self, key: int, ref: weakref.ref[np.ndarray] | None = None) -> None:
+        entry = self._entries.get(key)
+        if entry is None or (ref is not None and entry.ref is not ref):
+            return
+        del self._entries[key]
+        if entry.tensor is not None:
+            entry.tensor.destroy()
+
+    def __len__(self) -> int:
+        return sum(1 for e in self._entries.values() if e.tensor is not None)
+
+    def close(self) -> None:
+        """Drop every import (the caller has waited for the GPU)."""
+        entries, self._entries = list(self._entries.values()), OrderedDict()
+        for entry in entries:
+            if entry.tensor is not None:
+                entry.tensor.destroy()
+        self.enabled = False
+
+
+def _array_died(owner: weakref.ref[HostImports], key: int, ref: weakref.ref[np.ndarray]) -> None:
+    imports = owner()
+    if imports is not None:
+        imports._drop(key, ref)
+
+
+def refuse_resized(groups: Sequence[Group]) -> None:
+    """A NumPy param resized in place since the optimizer was made (``ndarray.resize`` with
+    ``refcheck=False``) no longer fits its slot: refuse the step before anything is written."""
+    for gi, group in enumerate(groups):
+        if not group.host_mode:
+            continue
+        for pi, slot in enumerate(group.slots):
+            if slot.host.shape != slot.shape:
+                raise ValueError(
+                    f"param {pi} of group {gi} has shape {slot.host.shape}, but the optimizer was made "
+                    f"with shape {slot.shape}: it was resized in place, and its memory may have moved. "
+                    "An optimizer's params keep their shape; make a new optimizer for the new shape "
+                    "(state_dict() carries the state over where the shapes agree)"
+                )
+
+
+@dataclass
+class _GroupPlan:
+    """A NumPy group's copies for one synchronous step, kept while its imports do not change."""
+
+    key: tuple[int, ...]
+    copy_in: list[Any]
+    copy_out: list[Any]
+    staged_params: list[ParamSlot]  # copied through staging (gathered before, scattered after)
+    staged_grads: list[int]  # slot indices whose gradient goes through staging
+    whole: tuple[bool, bool]  # (params, grads) all staged: whole-buffer upload instead of regions
+
+
+@dataclass
+class HostTraffic:
+    """How the NumPy groups' params and gradients reach the device and come back, per step."""
+
+    rt: Runtime
+    imports: HostImports
+    copy_in: list[Any] = field(default_factory=list)  # ops after the uploads, before the update
+    copy_out: list[Any] = field(default_factory=list)  # ops after the update
+    scatter: list[tuple[Group, list[ParamSlot]]] = field(default_factory=list)  # after the wait
+    _plans: dict[int, _GroupPlan] = field(default_factory=dict)  # by group index
+    _download_all: Any = None
+
+    def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
+        """Write what goes through staging memory for every NumPy group, set this step's copy
+        ops; return the buffers to upload whole. ``direct``: a synchronous step (imports)."""
+        self.copy_in, self.copy_out, self.scatter = [], [], []
+        upload: list[Any] = []
+        downloads: list[Any] = []
+        for gi, group in enumerate(groups):
+            if not group.host_mode:
+                continue
+            grads = prepared[gi] if prepared is not None else None
+            bset = group.sets[0]
+            plan = self._plan(gi, group, grads) if direct and self.imports.enabled else None
+            if plan is None:  # the staging path: every param and gradient through NumPy copies
+                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
+                upload.append(bset.param)
+                if grads is not None:
+                    gather(group.slots, grads, group.grad_staging[0])
+                    upload.append(bset.grad)
+                downloads.append(bset.param)
+                self.scatter.append((group, group.slots))
+                continue
+            self.copy_in += plan.copy_in
+            self.copy_out += plan.copy_out
+            if plan.staged_params:
+                gather(plan.staged_params, [s.host for s in plan.staged_params], group.param_staging[0])
+                self.scatter.append((group, plan.staged_params))
+            if plan.whole[0]:
+                upload.append(bset.param)
+                downloads.append(bset.param)
+            if grads is not None and plan.staged_grads:
+                slots = [group.slots[i] for i in plan.staged_grads]
+                gather(slots, [grads[i] for i in plan.staged_grads], group.grad_staging[0])
+                if plan.whole[1]:
+                    upload.append(bset.grad)
+        if downloads:
+            self.copy_out.append(self._download(downloads, groups))
+        return upload
+
+    def _download(self, params: list[Any], groups: Sequence[Group]) -> Any:
+        every = [g.sets[0].param for g in groups if g.host_mode]
+        if len(params) != len(every):
+            return self.rt.download_op(params)
+        if self._download_all is None:
+            self._download_all = self.rt.download_op(every)
+        return self._download_all
+
+    def _plan(self, gi: int, group: Group, grads: list[Any] | None) -> _GroupPlan | None:
+        """This step's copies of a group with at least one imported array (None: none is)."""
+        params = [self.imports.get(slot.host, at_first_sight=True) for slot in group.slots]
+        grad_imports = (
+            [self.imports.get(g, at_first_sight=False) if type(g) is np.ndarray else None for g in grads]
+            if grads is not None
+            else []
+        )
+        if not any(params) and not any(grad_imports):
+            return None
+        key = tuple(e.serial if e is not None else 0 for e in [*params, *grad_imports])
+        plan = self._plans.get(gi)
+        if plan is not None and plan.key == key:
+            return plan
+        bset, size = group.sets[0], fmt.NUMPY_DTYPES[group.param_dtype].itemsize
+        param, grad = bset.param, bset.grad
+        plan = _GroupPlan(key, [], [], [], [], (not any(params), grads is not None and not any(grad_imports)))
+        host_visible: list[Any] = []
+        staged_in: list[tuple[int, int, int]] = []
+        for slot, entry in zip(group.slots, params, strict=True):
+            span = (slot.offset * size, slot.size * size)
+            if entry is None:
+                plan.staged_params.append(slot)
+                staged_in.append((span[0], span[0], span[1]))
+                continue
+            plan.copy_in.append(copy_regions_op(entry.tensor, param, [(entry.offset, span[0], span[1])]))
+            plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
+            host_visible.append(entry.tensor)
+        if staged_in and not plan.whole[0]:
+            plan.copy_in.append(copy_regions_op(param, param, staged_in, source_staging=True))
+            plan.copy_out.append(copy_regions_op(param, param, staged_in, destination_staging=True))
+            plan.copy_out.append(host_read_barrier_op([param], staging=True))
+        if host_visible:
+            plan.copy_out.append(host_read_barrier_op(host_visible))
+        staged_grads: list[tuple[int, int, int]] = []
+        for i, (slot, entry) in enumerate(zip(group.slots, grad_imports, strict=False)):
+            span = (slot.offset * size, slot.size * size)
+            if entry is None:
+                plan.staged_grads.append(i)
+                staged_grads.append((span[0], span[0], span[1]))
+            else:
+                plan.copy_in.append(copy_regions_op(entry.tensor, grad, [(entry.offset, span[0], span[1])]))
+        if staged_grads and not plan.whole[1]:
+            plan.copy_in.append(copy_regions_op(grad, grad, staged_grads, source_staging=True))
+        self._plans[gi] = plan
+        return plan
+
+    def finish(self) -> None:
+        """After a synchronous step's wait: copy what came back through staging into the arrays."""
+        for group, slots in self.scatter:
+            scatter(slots, group.param_staging[0])
+
+    def close(self) -> None:
+        self._plans.clear()
+        self.copy_in, self.copy_out, self.scatter = [], [], []
+        self.imports.close()
