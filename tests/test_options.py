@@ -27,6 +27,7 @@ def test_the_options_are_defined_once_and_typed():
         "state_dtype",
         "stochastic_rounding",
         "seed",
+        "exportable",
     ]
 
 

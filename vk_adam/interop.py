@@ -166,27 +166,18 @@ def exportable_tensor(manager: Any, array: Any) -> Any:
     info = _sharing(mgr, "fd_export")
     tensor = _ext.exportable_tensor(mgr, data)
     mgr.sequence().eval(_ext.kp_module().OpTensorSyncDevice([tensor]))
-    _remember(tensor, tuple(int(n) for n in data.shape), info)
+    _ext.remember(tensor, tuple(int(n) for n in data.shape), info)
     return tensor
 
 
-# id(tensor) -> (weakref to it, the shape it was made with (kp tensors are flat), its device).
-_MADE: dict[int, tuple[Any, tuple[int, ...], _ext.Sharing]] = {}
-
-
-def _remember(tensor: Any, shape: tuple[int, ...], info: _ext.Sharing) -> None:
-    key = id(tensor)
-    _MADE[key] = (weakref.ref(tensor, lambda _ref: _MADE.pop(key, None)), shape, info)
-
-
 def _made(tensor: Any) -> tuple[tuple[int, ...], _ext.Sharing]:
-    entry = _MADE.get(id(tensor))
-    if entry is None or entry[0]() is not tensor:
+    found = _ext.described(tensor)
+    if found is None:
         raise ValueError(
-            "export_memory: this exportable tensor was not made by interop.exportable_tensor or "
-            "import_memory in this process"
+            "export_memory: this exportable tensor was not made by interop.exportable_tensor, "
+            "import_memory or an optimizer with exportable=True in this process"
         )
-    return entry[1], entry[2]
+    return found
 
 
 def export_memory(tensor: Any) -> ExternalMemory:
@@ -291,7 +282,7 @@ def import_memory(fd: int, metadata: Mapping[str, Any], *, manager: Any) -> Any:
     if owner is not None and owner._fd == fd:
         owner._taken = True
         owner._fd = -1
-    _remember(tensor, meta["shape"], info)
+    _ext.remember(tensor, meta["shape"], info)
     return tensor
 
 

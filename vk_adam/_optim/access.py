@@ -82,6 +82,15 @@ class DeviceAccess:
         self._grad_buffer_taken = True
         return buffer
 
+    def state_buffer(self, name: str, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor holding state ``name`` (e.g. ``"exp_avg"``; the rule's
+        ``state_names``) of a buffer set, in its storage format (docs/formats.md)."""
+        self._check_open()
+        state = self._groups[group].sets[index].state
+        if name not in state:
+            raise KeyError(f"no state {name!r}; this optimizer's rule keeps {sorted(state)}")
+        return state[name]
+
     def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
         """(offset, shape) of each param of a NumPy group inside its flat buffers."""
         return [(s.offset, s.shape) for s in self._groups[group].slots]

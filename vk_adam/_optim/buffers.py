@@ -103,8 +103,8 @@ class GroupBuilder:
             flat = np.zeros(total, np.float32)
             gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
             bset = BufferSet(
-                self.rt.buffer(value_words(flat, form.param)),
-                self.rt.buffer(value_words(np.zeros(total, np.float32), form.param)),
+                self._buffer(value_words(flat, form.param)),
+                self._buffer(value_words(np.zeros(total, np.float32), form.param)),
                 {},
                 total,
                 self._next_index(),
@@ -113,7 +113,7 @@ class GroupBuilder:
             )
             self._new_state(variant, bset)
             if form.has_master:
-                bset.master = self.rt.buffer(value_words(flat, "float32"))
+                bset.master = self._buffer(value_words(flat, "float32"))
             group.sets.append(bset)
             group.param_staging.append(typed_view(bset.param.data(), form.param))
             group.grad_staging.append(typed_view(bset.grad.data(), form.param))
@@ -124,12 +124,16 @@ class GroupBuilder:
                     raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
                 if self.rt.has_host_copy(p) and p.data().dtype != np.float32:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
-                grad = self.rt.buffer(np.zeros(n, np.float32))
+                grad = self._buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
                 bset = BufferSet(p, grad, {}, n, self._next_index(), self._format(variant, "float32", n))
                 self._new_state(variant, bset)
                 group.sets.append(bset)
         return group
+
+    def _buffer(self, data: npt.NDArray[Any]) -> Any:
+        """A buffer of a buffer set: exportable when the optimizer was made ``exportable``."""
+        return self.rt.buffer(data, exportable=self.storage.exportable)
 
     def _next_index(self) -> int:
         self._sets += 1
@@ -155,9 +159,9 @@ class GroupBuilder:
     def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
         for s, code in zip(variant.state, bset.format.state, strict=True):
             words, absmax = initial_state(code, s, bset.n)
-            bset.state[s.name] = self.rt.buffer(words)
+            bset.state[s.name] = self._buffer(words)
             if absmax is not None:
-                bset.absmax[s.name] = self.rt.buffer(absmax)
+                bset.absmax[s.name] = self._buffer(absmax)
 
     def shader(self, name: str) -> bytes:
         if name not in self._spirv:

@@ -57,6 +57,8 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         ``stochastic_rounding`` (16-bit params without an fp32 master copy), ``seed`` (of the
         rounding stream): storage formats, see docs/formats.md.
       * ``profile``: time synchronous steps (``last_gpu_seconds``, ``last_host_seconds``); settable.
+      * ``exportable``: make the param, grad and state buffers shareable with other devices and
+        processes (:func:`vk_adam.interop.export_memory`; docs/interop.md). Default False.
     """
 
     @spell_out_options()
@@ -76,8 +78,14 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         check_rule_object(self.rule)
         device, manager, profile = options["device"], options["manager"], options["profile"]
         zero_grad, skip_nonfinite = options["zero_grad"], options["skip_nonfinite"]
+        exportable = options["exportable"]
         manager = check_options(
-            device, manager, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite, profile=profile
+            device,
+            manager,
+            zero_grad=zero_grad,
+            skip_nonfinite=skip_nonfinite,
+            profile=profile,
+            exportable=exportable,
         )
         #: Whether each step zeroes the device gradient buffer in the same pass.
         self.zeroes_grad, self.skip_nonfinite = bool(zero_grad), bool(skip_nonfinite)
@@ -94,6 +102,13 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         self._rt = Runtime(manager=manager, device=device)
         self.device = self._rt.device
         self._closed = False
+        if exportable and "fd export" not in self.device.external_memory:
+            self.close()
+            raise ValueError(
+                f"exportable=True: {self.device.name} cannot export buffer memory as opaque fds "
+                "(VK_KHR_external_memory_fd, and vk-adam's kp build); leave exportable off and "
+                "share through host memory (NumPy params) instead"
+            )
         self.profile = profile
         #: With ``profile=True``: GPU time of the last synchronous step's update dispatches (and
         #: clipping's passes; Vulkan timestamps), and its host time outside submit-and-wait.
@@ -109,7 +124,9 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
                 self.skip_nonfinite,
                 clip=max_norm is not None,
                 drain=self._in_flight.drain,  # not self._drain: no reference cycle (CHANGELOG)
-                storage=Storage(state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows)),
+                storage=Storage(
+                    state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows), bool(exportable)
+                ),
             )
             self._dev.max_norm = max_norm or 0.0
         except BaseException:

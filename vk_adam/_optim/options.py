@@ -42,6 +42,8 @@ class OptimizerOptions(TypedDict, total=False):
     """Stochastic rounding of 16-bit params without an fp32 master copy."""
     seed: int
     """The seed of the rounding stream."""
+    exportable: bool
+    """Make the param, grad and state buffers shareable (``vk_adam.interop.export_memory``)."""
 
 
 #: Every option's default, in the order the signatures list them.
@@ -55,9 +57,10 @@ DEFAULTS: OptimizerOptions = {
     "state_dtype": "float32",
     "stochastic_rounding": False,
     "seed": 0,
+    "exportable": False,
 }
 #: The options of ``ZeroRedundancyOptimizer``: it owns its device, and its steps are timed by phase.
-SHARD_OPTIONS = tuple(name for name in DEFAULTS if name not in ("manager", "profile"))
+SHARD_OPTIONS = tuple(name for name in DEFAULTS if name not in ("manager", "profile", "exportable"))
 
 
 def split_options(

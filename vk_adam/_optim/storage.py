@@ -44,6 +44,7 @@ class Storage:
     stochastic_rounding: bool = False
     seed: int = 0
     windows: tuple[Window, ...] = ()
+    exportable: bool = False  # param, grad and state buffers exportable as opaque fds
 
 
 def rng_key(seed: int, index: int, window: Window | None, step: int) -> int:

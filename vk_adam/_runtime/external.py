@@ -10,6 +10,7 @@ exported memory described by a metadata dict before any driver sees it.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -90,6 +91,33 @@ def exportable_tensor(manager: Any, data: np.ndarray) -> Any:
     """A device tensor whose memory is a dedicated allocation exportable as an opaque fd; ``data``
     (contiguous, 4-byte dtype) is copied into its staging memory."""
     return manager.tensor_exportable(np.ascontiguousarray(data).reshape(-1))
+
+
+# id(tensor) -> (weakref to it, the shape it was made with (kp tensors are flat), its device):
+# what export_memory's metadata says of an exportable or imported tensor made in this process.
+_DESCRIBED: dict[int, tuple[Any, tuple[int, ...], Sharing]] = {}
+
+
+def remember(tensor: Any, shape: tuple[int, ...], info: Sharing) -> None:
+    """Record the shape and device of an exportable or imported tensor, for ``described``."""
+    key = id(tensor)
+    _DESCRIBED[key] = (weakref.ref(tensor, lambda _ref: _DESCRIBED.pop(key, None)), shape, info)
+
+
+def described(tensor: Any) -> tuple[tuple[int, ...], Sharing] | None:
+    """The shape and device ``remember`` recorded for ``tensor``, or None."""
+    entry = _DESCRIBED.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        return None
+    return entry[1], entry[2]
+
+
+def exportable_buffer(manager: Any, data: np.ndarray, info: Sharing) -> Any:
+    """:func:`exportable_tensor` for a buffer vk-adam makes (flat; its device ``info``), which
+    ``vk_adam.interop.export_memory`` can then export."""
+    tensor = exportable_tensor(manager, data)
+    remember(tensor, (int(tensor.size()),), info)
+    return tensor
 
 
 def export_fd(tensor: Any) -> tuple[int, int, int]:
@@ -175,7 +203,9 @@ __all__ = [
     "EXPORT_DTYPES",
     "Sharing",
     "copy_regions_op",
+    "described",
     "export_fd",
+    "exportable_buffer",
     "exportable_tensor",
     "fd_identity",
     "host_read_barrier_op",
@@ -184,6 +214,7 @@ __all__ = [
     "is_exportable",
     "kp_module",
     "refuse_unwritten",
+    "remember",
     "sharing",
     "supported",
     "with_sharing",

@@ -28,7 +28,7 @@ from .._inputs import env_int
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .devices import DeviceInfo, application_device
-from .external import with_sharing
+from .external import Sharing, exportable_buffer, sharing, with_sharing
 from .sequences import Pending, Sequences
 
 Array = npt.NDArray[Any]
@@ -91,6 +91,7 @@ class Runtime:
         self.manager = manager
         props = self.manager.get_device_properties()
         self.device: DeviceInfo = with_sharing(known or application_device(props), manager)
+        self._sharing: Sharing | None = None  # what the device shares, read when first needed
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
@@ -114,12 +115,21 @@ class Runtime:
 
     # -- objects ---------------------------------------------------------------------------
 
-    def buffer(self, data: Array) -> Any:
-        """A device buffer (kp tensor) holding a copy of ``data`` in its host staging memory.
+    def buffer(self, data: Array, *, exportable: bool = False) -> Any:
+        """A device buffer (kp tensor) holding a copy of ``data`` in its host staging memory;
+        ``exportable``: its device memory a dedicated allocation other devices and processes
+        can import (``vk_adam.interop.export_memory``).
 
         Only the staging copy is filled: upload it (``upload_op``) before a shader reads it.
         """
-        tensor = self.manager.tensor_t(np.ascontiguousarray(data).reshape(-1))
+        flat = np.ascontiguousarray(data).reshape(-1)
+        if exportable:
+            if self._sharing is None:
+                self._sharing = sharing(self.manager)
+            assert self._sharing is not None and self._sharing.fd_export, "checked by the optimizer"
+            tensor = exportable_buffer(self.manager, flat, self._sharing)
+        else:
+            tensor = self.manager.tensor_t(flat)
         self._buffers.append(tensor)
         return tensor
 
