@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .host import add_host_arguments
 from .zero import add_zero_arguments
 
 #: AdamW without AMSGrad, gradient not zeroed: read p, g, m, v; write p, m, v (as torch's).
@@ -62,8 +63,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--cases",
         default="auto",
         help="comma-separated case names or groups (single, lora, tiny, all; train: whole training "
-        "steps of the demo model, formats: 16-bit params and compressed state, and zero: ZeRO-1 "
-        "on --ranks processes, each a table of its own); 'auto' = all optimizer cases on a "
+        "steps of the demo model, formats: 16-bit params and compressed state, zero: ZeRO-1 "
+        "on --ranks processes, and host: AdamW on NumPy params at --host-sizes beside torch CPU "
+        "and torch CUDA with copies in and out, arrays reused and fresh each step; each a table "
+        "of its own); 'auto' = all optimizer cases on a "
         f"GPU, the smaller ones on a software device. Cases: {names}",
     )
     parser.add_argument("--device", help="Vulkan device index or name substring")
@@ -85,6 +88,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--render", metavar="BENCH_JSON", help="only re-render a saved bench.json into --out")
     add_zero_arguments(parser)
+    add_host_arguments(parser)
 
 
 def select_cases(spec: str, software: bool) -> list[Case]:

@@ -184,6 +184,14 @@ def _run_formats(args: argparse.Namespace, info: DeviceInfo) -> str:
     )
 
 
+def _run_host(args: argparse.Namespace, info: DeviceInfo) -> str:
+    """AdamW on NumPy params beside torch CPU and torch CUDA with copies: a table of its own
+    (host.md, host.json)."""
+    from .host import run_host_bench
+
+    return run_host_bench(args, info)
+
+
 def _argv(args: argparse.Namespace) -> list[str]:
     parts = []
     for key in ("cases", "device", "repeats", "warmup", "cpu_max_elements", "steps_per_batch"):
@@ -198,4 +206,5 @@ OWN_TABLES: dict[str, Callable[[argparse.Namespace, DeviceInfo], str]] = {
     "train": _run_train,
     "formats": _run_formats,
     "zero": _run_zero,
+    "host": _run_host,
 }
