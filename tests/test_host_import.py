@@ -237,3 +237,72 @@ def test_a_skipped_step_leaves_imported_params_alone(rng):
         assert opt.step([g]).skipped
         assert _imports(opt) == 2
     assert p.tobytes() == kept.tobytes()
+
+
+def _aligned(values: np.ndarray, to: int = 256) -> np.ndarray:
+    """A copy of ``values`` whose first byte is ``to``-aligned: a param whose import a shader
+    can bind on any driver (lavapipe's buffers need 64 bytes; NumPy's large arrays start 16
+    bytes into a page)."""
+    raw = np.empty(values.size + to // values.itemsize, values.dtype)
+    skip = (-raw.__array_interface__["data"][0] % to) // values.itemsize
+    out = raw[skip : skip + values.size].reshape(values.shape)
+    out[...] = values
+    return out
+
+
+def _bound_directly(opt: vk_adam.Optimizer) -> bool:
+    bset = opt._dev.groups[0].sets[0]
+    return bset.bound_param is not None and bset.bound_param is not bset.param
+
+
+@pytest.mark.parametrize("options", [{}, {"clip_grad_norm": 0.5}, {"skip_nonfinite": True}])
+def test_a_param_bound_to_the_update_shader_steps_like_the_staging_path(rng, monkeypatch, options):
+    """A group of one float32 param whose import the update shader binds: the same bits as the
+    staging path, through reused and fresh gradients, an asynchronous step (which goes back to
+    the flat buffer) and a non-finite gradient."""
+    n = 40_001  # not a whole number of vec4s
+    start = rng.standard_normal(n).astype(np.float32)
+    values = [random_grad(rng, (n,)) for _ in range(6)]
+    if "skip_nonfinite" in options:
+        values[4][123] = np.nan
+    results = []
+    for imports in (False, True):
+        monkeypatch.setenv(host_memory.HOST_IMPORT_ENV, "1" if imports else "0")
+        p = _aligned(start)
+        reused = np.empty(n, np.float32)
+        with vk_adam.AdamW([p], lr=1e-3, **options) as opt:
+            for i, v in enumerate(values):
+                if i == 3 and "skip_nonfinite" not in options:  # (which is synchronous only)
+                    opt.step([v.copy()], wait=False).wait()
+                elif i % 2:
+                    opt.step([v.copy()])  # fresh
+                else:
+                    reused[...] = v
+                    opt.step([reused])
+            assert _bound_directly(opt) == imports
+        results.append(p.copy())
+    assert results[0].tobytes() == results[1].tobytes()
+
+
+def test_param_buffer_is_current_after_direct_steps(rng, kp_manager):
+    n = 50_000
+    p = _aligned(rng.standard_normal(n).astype(np.float32))
+    g = random_grad(rng, (n,))
+    with vk_adam.AdamW([p], lr=1e-3) as opt:
+        opt.step([g])
+        opt.step([g])
+        assert _bound_directly(opt)
+        flat = opt.param_buffer()  # brought up to date, and kept so from now on
+        opt.step([g])
+        assert not _bound_directly(opt)
+        opt._rt.run([opt._rt.download_op([flat])])
+        assert np.array(flat.data())[:n].tobytes() == p.tobytes()
+
+
+def test_exportable_optimizers_keep_their_flat_buffer(rng):
+    n = 50_000
+    p = _aligned(rng.standard_normal(n).astype(np.float32))
+    with vk_adam.AdamW([p], lr=1e-3, exportable=True) as opt:
+        opt.step([random_grad(rng, (n,))])
+        opt.step([random_grad(rng, (n,))])
+        assert not _bound_directly(opt)

@@ -67,8 +67,12 @@ class DeviceAccess:
         return float(self._dev.status.data().view(np.float32)[2])
 
     def param_buffer(self, group: int = 0, index: int = 0) -> Any:
-        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups)."""
+        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups, kept
+        current from the moment it is taken)."""
         self._check_open()
+        if self._groups[group].host_mode:
+            self._drain()
+            self._dev.keep_flat_params()
         return self._groups[group].sets[index].param
 
     def grad_buffer(self, group: int = 0, index: int = 0) -> Any:

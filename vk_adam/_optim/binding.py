@@ -58,30 +58,43 @@ def gradient_prepass(dev: DeviceGroups, grad: Any, bset: BufferSet) -> tuple[Any
     return check, dev.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
 
 
-def bind_pipelines(dev: DeviceGroups, group: Group, bset: BufferSet, grad: Any, recording: bool) -> None:
-    """Make the pipelines bound to this grad buffer current (kp binds buffers at creation).
+def bind_pipelines(
+    dev: DeviceGroups,
+    group: Group,
+    bset: BufferSet,
+    grad: Any,
+    recording: bool,
+    param: Any = None,
+    n: int = 0,
+) -> None:
+    """Make the pipelines bound to this grad buffer current (kp binds buffers at creation);
+    ``param``: another param tensor of ``n`` elements than the set's own (``host_memory``).
 
     Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
     is destroyed only when no submitted step still uses it (drained first) and no
     ``record_step`` used it (the application's sequence may still be unevaluated).
     """
-    key = id(grad)
+    key: int | tuple[int, int]
+    if param is None or param is bset.param:
+        param, n, key = bset.param, bset.n, id(grad)
+    else:
+        key = (id(param), id(grad))
     cached = bset.pipelines.get(key)
     if cached is None:
         if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
             check_room(bset, grad)
             _evict(dev, bset)
         states = [bset.state[s.name] for s in group.variant.state]
-        tensors = [bset.param, grad, dev.status, *states]
+        tensors = [param, grad, dev.status, *states]
         spec = group.spec
-        spirv, items = str(group.variant.spirv), -(-bset.n // 4)  # a vec4 each
+        spirv, items = str(group.variant.spirv), -(-n // 4)  # a vec4 each
         max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
         if dev.builder.has_formats(group.variant):
             absmax = [bset.absmax.get(s.name, dev.unused) for s in group.variant.state]
             tensors += [*absmax, bset.master or dev.unused, dev.qtable]
             padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
             b = dev.builder
-            launch = update_launch(dev.shape, spirv, bset.format, bset.n, b.has_shader, b.spec_ids)
+            launch = update_launch(dev.shape, spirv, bset.format, n, b.has_shader, b.spec_ids)
             spirv, items = launch.spirv, launch.items
             max_groups, threads = launch.max_groups, launch.threads
             spec = (*spec, *padding, *launch.spec)
@@ -92,10 +105,10 @@ def bind_pipelines(dev: DeviceGroups, group: Group, bset: BufferSet, grad: Any, 
         bset.pipelines[key] = cached
     if recording:
         bset.recorded.add(key)
-    if bset.bound_grad is not grad:
+    if bset.bound_grad is not grad or bset.bound_param is not param:
         dev.forget_barriers()
     _, bset.update_algo, bset.check_algo, bset.check_op = cached
-    bset.bound_grad = grad
+    bset.bound_grad, bset.bound_param = grad, param
 
 
 def check_room(bset: BufferSet, grad: Any) -> None:

@@ -42,12 +42,14 @@ class BufferSet:
     check_algo: Any = None
     check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
+    bound_param: Any = None  # and the param tensor: ``param``, or a host array's import
     spirv: str = ""  # the update shader the newest pipeline runs (a name or path; variants.py)
     spec: tuple[float, ...] = ()  # its specialization constants (benchmarks/archive/pipeline_stats)
-    # id(grad tensor) -> (grad tensor, update algorithm, pre-pass algorithm or None, its op)
-    pipelines: dict[int, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
-    # ids of grad tensors whose pipelines a record_step used: never evicted
-    recorded: set[int] = field(default_factory=set)
+    # id(grad tensor), or (id(param), id(grad)) for another param tensor -> (grad tensor, update
+    # algorithm, pre-pass algorithm or None, its op)
+    pipelines: dict[Any, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
+    # keys of pipelines a record_step used: never evicted
+    recorded: set[Any] = field(default_factory=set)
     # The push-constant words of the next dispatch, refilled each step: kp copies them when the
     # dispatch op is made, so one array per buffer set serves every step.
     push: F32 | None = None

@@ -26,7 +26,7 @@ from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .host_memory import HostImports, HostTraffic
-from .layout import scatter
+from .layout import gather, scatter
 from .storage import Storage, rng_key
 from .variants import LoopShape, loop_shape
 
@@ -112,9 +112,19 @@ class DeviceGroups:
 
     # -- construction ------------------------------------------------------------------------
 
-    def bind(self, group: Group, bset: BufferSet, grad: Any, *, recording: bool = False) -> None:
-        """Make the pipelines bound to this grad buffer current (``binding``)."""
-        bind_pipelines(self, group, bset, grad, recording)
+    def bind(
+        self,
+        group: Group,
+        bset: BufferSet,
+        grad: Any,
+        *,
+        recording: bool = False,
+        param: Any = None,
+        n: int = 0,
+    ) -> None:
+        """Make the pipelines bound to this grad buffer (and ``param`` of ``n`` elements, if not
+        the set's own) current (``binding``)."""
+        bind_pipelines(self, group, bset, grad, recording, param, n)
 
     def forget_barriers(self) -> None:
         """The buffers a step touches changed (a new gradient buffer bound): rebuild the barriers."""
@@ -128,7 +138,14 @@ class DeviceGroups:
                 t
                 for g in self.groups
                 for b in g.sets
-                for t in (b.param, b.bound_grad, *b.state.values(), *b.absmax.values(), b.master)
+                for t in (
+                    b.param,
+                    b.bound_grad,
+                    *b.state.values(),
+                    *b.absmax.values(),
+                    b.master,
+                    b.bound_param,
+                )
                 if t is not None
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
@@ -156,6 +173,7 @@ class DeviceGroups:
         upload = self.traffic.stage(self.groups, prepared, direct)
         for gi, group in enumerate(self.groups):
             if group.host_mode:
+                self._bind_host_param(gi, group)
                 continue
             grads = prepared[gi] if prepared is not None else None
             for pi, bset in enumerate(group.sets):
@@ -167,6 +185,29 @@ class DeviceGroups:
                 if g is not bset.bound_grad or recording:
                     self.bind(group, bset, g, recording=recording)
         return upload
+
+    def _bind_host_param(self, gi: int, group: Group) -> None:
+        """Bind the param tensor this step's update of a NumPy group uses (``traffic.bound``)
+        and set its element count in the push constants (made by ``pushes``, before this)."""
+        bset = group.sets[0]
+        param, n = self.traffic.bound.get(gi, (bset.param, bset.n))
+        if param is not bset.bound_param:
+            self.bind(group, bset, bset.grad, param=param, n=n)
+        if bset.push is not None:
+            bset.push.view(np.uint32)[0] = n
+
+    def keep_flat_params(self) -> None:
+        """From now on keep every NumPy group's flat param buffer current (the application took
+        it); bring it up to date if direct steps left it behind. The caller drains first."""
+        self.traffic.stop_direct()
+        if not self.traffic.used_direct:
+            return
+        params = [g.sets[0].param for g in self.groups if g.host_mode]
+        for group in self.groups:
+            if group.host_mode:
+                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
+        self.rt.run([self.rt.barrier_op(params), self.rt.upload_op(params)])
+        self.traffic.used_direct = False
 
     def stage_status(self) -> list[Any]:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""

@@ -6,7 +6,13 @@ each large NumPy array straight between its own pages and the group's flat devic
 a NumPy copy each way. Pinning pages takes time, so imports are cached per array: a param is
 imported at its first synchronous step, a gradient when the same array comes a second time (a
 training loop reuses its gradient arrays; a fresh array each step would pay for pinning every
-step, and takes the staging path instead).
+step, and takes the staging path instead, unless it is so large, :data:`FIRST_SIGHT_BYTES`, that
+pinning costs less than a NumPy copy).
+
+A group of one float32 param goes further: its param's import is bound to the update shader
+itself, which reads and writes the array over PCIe in both directions at once, instead of a copy
+in before the update and a copy out after it. (The flat param buffer is then not kept current;
+``param_buffer()`` brings it up to date and turns this off for the optimizer.)
 
 Everything else keeps the staging path: small arrays (below :data:`MIN_IMPORT_BYTES`),
 read-only or non-contiguous ones, memory the driver refuses, asynchronous steps (their inputs
@@ -33,13 +39,15 @@ import numpy as np
 from .. import _formats as fmt
 from .._inputs import env_int
 from .._runtime import Runtime
-from .._runtime.external import copy_regions_op, host_read_barrier_op, import_host_range
+from .._runtime.external import copy_regions_op, host_read_barrier_op, import_host_array, import_host_range
 from .buffers import Group
 from .layout import ParamSlot, gather, scatter
 
 #: Arrays smaller than this are copied through staging memory: pinning their pages would cost
 #: more than the copy.
 MIN_IMPORT_BYTES = 64 * 1024
+#: Gradient arrays at least this large are imported the first time they come (else the second).
+FIRST_SIGHT_BYTES = 16 * 1024 * 1024
 #: Imports cached per optimizer; the least recently used is dropped first beyond this many.
 MAX_IMPORTS = 256
 #: ``VK_ADAM_HOST_IMPORT=0`` turns imports off (every array through staging memory).
@@ -59,6 +67,8 @@ class _Entry:
     offset: int = 0  # the array's first byte in the imported range
     serial: int = 0  # unique per import: keys the cached copy ops that use it
     refused: bool = False  # the driver refused this memory; staging path from now on
+    bound: bool = False  # the tensor is exactly the array (a shader can bind it)
+    keep: bool = False  # a param's: never dropped to make room
 
 
 class HostImports:
@@ -69,9 +79,13 @@ class HostImports:
         self.enabled = enabled and alignment > 0 and env_int(HOST_IMPORT_ENV, 1, (0, 1)) == 1
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
 
-    def get(self, array: np.ndarray, *, at_first_sight: bool) -> _Entry | None:
+    def get(
+        self, array: np.ndarray, *, at_first_sight: bool, bound: bool = False, keep: bool = False
+    ) -> _Entry | None:
         """``array``'s import (made now if needed), or None: take the staging path.
-        ``at_first_sight``: import an array seen for the first time (else only the second)."""
+        ``at_first_sight``: import an array seen for the first time (else only the second, or
+        the first if it holds :data:`FIRST_SIGHT_BYTES`). ``bound``: try an import a shader can
+        bind first. ``keep``: never drop it to make room (a param, which the optimizer holds)."""
         if not self.enabled or array.nbytes < MIN_IMPORT_BYTES:
             return None
         if not (array.flags.c_contiguous and array.flags.writeable):
@@ -85,21 +99,35 @@ class HostImports:
         if entry is None:
             owner = weakref.ref(self)
             ref = weakref.ref(array, partial(_array_died, owner, key))
-            entry = self._entries[key] = _Entry(ref, address, array.nbytes)
-            while len(self._entries) > MAX_IMPORTS:
-                self._drop(next(iter(self._entries)))
-            if not at_first_sight:
+            entry = self._entries[key] = _Entry(ref, address, array.nbytes, keep=keep)
+            self._make_room()
+            if not at_first_sight and array.nbytes < FIRST_SIGHT_BYTES:
                 return None
         self._entries.move_to_end(key)
         if entry.tensor is None and not entry.refused:
-            try:
-                found = import_host_range(self._manager, address, array.nbytes, self._alignment)
-            except RuntimeError:
-                entry.refused = True
-            else:
-                entry.tensor, entry.offset = found
-                entry.serial = next(_serials)
+            self._import(entry, address, bound and array.dtype == np.float32)
         return entry if entry.tensor is not None else None
+
+    def _import(self, entry: _Entry, address: int, bound: bool) -> None:
+        size, manager, alignment = entry.nbytes, self._manager, self._alignment
+        if bound:
+            try:
+                entry.tensor = import_host_array(manager, address, size, alignment)
+                entry.bound, entry.serial = True, next(_serials)
+                return
+            except RuntimeError:
+                pass  # e.g. an address the driver cannot bind a buffer at: copies still work
+        try:
+            entry.tensor, entry.offset = import_host_range(manager, address, size, alignment)
+        except RuntimeError:
+            entry.refused = True
+            return
+        entry.serial = next(_serials)
+
+    def _make_room(self) -> None:
+        spare = [k for k, e in self._entries.items() if not e.keep]
+        for key in spare[: max(0, len(self._entries) - MAX_IMPORTS)]:
+            self._drop(key)
 
     def _drop(self, key: int, ref: weakref.ref[np.ndarray] | None = None) -> None:
         entry = self._entries.get(key)
@@ -153,6 +181,8 @@ class _GroupPlan:
     staged_params: list[ParamSlot]  # copied through staging (gathered before, scattered after)
     staged_grads: list[int]  # slot indices whose gradient goes through staging
     whole: tuple[bool, bool]  # (params, grads) all staged: whole-buffer upload instead of regions
+    param: Any = None  # an imported param the update shader binds itself (with its size)
+    n: int = 0
 
 
 @dataclass
@@ -164,13 +194,18 @@ class HostTraffic:
     copy_in: list[Any] = field(default_factory=list)  # ops after the uploads, before the update
     copy_out: list[Any] = field(default_factory=list)  # ops after the update
     scatter: list[tuple[Group, list[ParamSlot]]] = field(default_factory=list)  # after the wait
+    #: per group index: the param tensor this step's update binds, and its element count
+    bound: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    #: single-param float32 groups may bind their param's import in the update shader
+    direct: bool = True
+    used_direct: bool = False  # a step did: the flat param buffers are not current
     _plans: dict[int, _GroupPlan] = field(default_factory=dict)  # by group index
     _download_all: Any = None
 
     def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
         """Write what goes through staging memory for every NumPy group, set this step's copy
         ops; return the buffers to upload whole. ``direct``: a synchronous step (imports)."""
-        self.copy_in, self.copy_out, self.scatter = [], [], []
+        self.copy_in, self.copy_out, self.scatter, self.bound = [], [], [], {}
         upload: list[Any] = []
         downloads: list[Any] = []
         for gi, group in enumerate(groups):
@@ -190,6 +225,9 @@ class HostTraffic:
                 continue
             self.copy_in += plan.copy_in
             self.copy_out += plan.copy_out
+            if plan.param is not None:
+                self.bound[gi] = (plan.param, plan.n)
+                self.used_direct = True
             if plan.staged_params:
                 gather(plan.staged_params, [s.host for s in plan.staged_params], group.param_staging[0])
                 self.scatter.append((group, plan.staged_params))
@@ -215,7 +253,11 @@ class HostTraffic:
 
     def _plan(self, gi: int, group: Group, grads: list[Any] | None) -> _GroupPlan | None:
         """This step's copies of a group with at least one imported array (None: none is)."""
-        params = [self.imports.get(slot.host, at_first_sight=True) for slot in group.slots]
+        bset = group.sets[0]
+        direct = (
+            self.direct and len(group.slots) == 1 and bset.format.param == "float32" and bset.master is None
+        )
+        params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in group.slots]
         grad_imports = (
             [self.imports.get(g, at_first_sight=False) if type(g) is np.ndarray else None for g in grads]
             if grads is not None
@@ -227,7 +269,7 @@ class HostTraffic:
         plan = self._plans.get(gi)
         if plan is not None and plan.key == key:
             return plan
-        bset, size = group.sets[0], fmt.NUMPY_DTYPES[group.param_dtype].itemsize
+        size = fmt.NUMPY_DTYPES[group.param_dtype].itemsize
         param, grad = bset.param, bset.grad
         plan = _GroupPlan(key, [], [], [], [], (not any(params), grads is not None and not any(grad_imports)))
         host_visible: list[Any] = []
@@ -237,6 +279,10 @@ class HostTraffic:
             if entry is None:
                 plan.staged_params.append(slot)
                 staged_in.append((span[0], span[0], span[1]))
+                continue
+            if direct and entry.bound:  # the update reads and writes the array itself
+                plan.param, plan.n = entry.tensor, slot.size
+                plan.copy_out.append(host_read_barrier_op([entry.tensor], after_shader=True))
                 continue
             plan.copy_in.append(copy_regions_op(entry.tensor, param, [(entry.offset, span[0], span[1])]))
             plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
@@ -259,6 +305,11 @@ class HostTraffic:
             plan.copy_in.append(copy_regions_op(grad, grad, staged_grads, source_staging=True))
         self._plans[gi] = plan
         return plan
+
+    def stop_direct(self) -> None:
+        """No update binds a param's import from now on (the flat buffers stay current)."""
+        self.direct = False
+        self._plans.clear()
 
     def finish(self) -> None:
         """After a synchronous step's wait: copy what came back through staging into the arrays."""

@@ -129,6 +129,8 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
                 ),
             )
             self._dev.max_norm = max_norm or 0.0
+            if exportable:  # an exported flat param buffer stays current
+                self._dev.traffic.stop_direct()
         except BaseException:
             self.close()
             raise

@@ -154,6 +154,16 @@ def import_host_range(manager: Any, address: int, nbytes: int, alignment: int) -
     return manager.tensor_import_host(base, size, 0, size // 4), address - base
 
 
+def import_host_array(manager: Any, address: int, nbytes: int, alignment: int) -> Any:
+    """A storage tensor over exactly the bytes ``[address, address + nbytes)`` (a whole number of
+    4-byte words), bound at their first byte inside the imported whole pages, so a shader can
+    bind it. RuntimeError when the driver refuses the memory or the offset is not aligned for a
+    buffer."""
+    base = address - address % alignment
+    size = -(-(address + nbytes - base) // alignment) * alignment
+    return manager.tensor_import_host(base, size, address - base, nbytes // 4)
+
+
 def copy_regions_op(
     source: Any,
     destination: Any,
@@ -173,13 +183,16 @@ def copy_regions_op(
     )
 
 
-def host_read_barrier_op(tensors: list[Any], *, staging: bool = False) -> Any:
-    """Make transfer writes to ``tensors`` (their staging buffers with ``staging``) visible to
-    host reads after the submission's fence wait."""
+def host_read_barrier_op(tensors: list[Any], *, staging: bool = False, after_shader: bool = False) -> Any:
+    """Make transfer writes (``after_shader``: compute-shader writes) to ``tensors`` (their staging
+    buffers with ``staging``) visible to host reads after the submission's fence wait."""
     kp = kp_module()
     access, stage = kp.AccessFlagBits, kp.PipelineStageFlagBits
-    src, dst = int(access.transfer_write), int(access.host_read)
-    return kp.OpMemoryBarrier(tensors, src, dst, int(stage.transfer), int(stage.host), not staging)
+    if after_shader:
+        src, src_stage = int(access.shader_write), int(stage.compute_shader)
+    else:
+        src, src_stage = int(access.transfer_write), int(stage.transfer)
+    return kp.OpMemoryBarrier(tensors, src, int(access.host_read), src_stage, int(stage.host), not staging)
 
 
 def written(tensor: Any) -> bool | None:
@@ -210,6 +223,7 @@ __all__ = [
     "fd_identity",
     "host_read_barrier_op",
     "import_fd",
+    "import_host_array",
     "import_host_range",
     "is_exportable",
     "kp_module",
