@@ -1,6 +1,7 @@
-"""`vk-adam bench --cases host`: AdamW on NumPy params beside torch CPU and torch CUDA with copies,
-arrays reused and fresh each step (timings are not asserted: benchmarks measure, tests check the
-plumbing and that the timed steps ran)."""
+"""`vk-adam bench --cases host`: AdamW on NumPy params (import and staging paths) beside torch CPU
+(defaults, fused) and torch CUDA with copies (pageable, pinned), arrays reused and fresh each step
+(timings are not asserted: benchmarks measure, tests check the plumbing, that the timed steps ran
+and that fresh arrays died inside them)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 
 import pytest
 
 from vk_adam import select_device
-from vk_adam._commands.bench import host
+from vk_adam._commands.bench import host, host_peers
 from vk_adam.cli import main
 
 SIZES = (2**12, 2**14)
@@ -39,45 +41,82 @@ def test_host_bench_runs_every_row_at_tiny_sizes(tmp_path, capsys):
     meta = report["meta"]
     assert meta["sizes"] == list(SIZES) and meta["skipped_sizes"] == {}
     assert (meta["repeats"], meta["warmup"]) == (3, 1) and "--host-sizes 2^12,2^14" in meta["command"]
+    # the rows by key, with their labels, and what vk-adam's speed-ups are over
+    assert report["labels"] == host.LABELS and report["speedup_over"] == list(host.LABELS)[1:]
     rows = {(r["elements"], r["arrays"], r["backend"]): r for r in report["rows"]}
-    assert set(rows) == {(n, a, b) for n in SIZES for a in ("reused", "fresh") for b in host.LABELS}
+    assert set(rows) == {(n, a, b) for n in SIZES for b, a in host.JOBS if b != "yardsticks"}
+    assert (SIZES[0], "fresh", "torch-cuda-pinned") not in rows  # reused arrays only
     torch_here = host.torch_available()
     for n in SIZES:
         for arrays in ("reused", "fresh"):
-            vk = rows[(n, arrays, "vk-adam")]
-            assert _positive(vk["ms"]) and _positive(vk["min_ms"]) and vk["timed_steps"] == 3
-            # the timed steps ran: the param moved, and the optimizer counted every step
-            assert vk["param_max_change"] > 0 and vk["optimizer_steps"] == 4
-            if arrays == "fresh":  # a new array each step, made while the previous one lived
-                assert vk["distinct_grad_addresses"] >= 2
-            cpu = rows[(n, arrays, "torch-cpu")]
-            if torch_here:
-                assert _positive(cpu["ms"]) and cpu["param_max_change"] > 0
-                assert cpu["impl"] in ("foreach", "fused") and _positive(cpu["vk_adam_speedup"])
-                assert cpu["impl"] == rows[(n, "reused", "torch-cpu")]["impl"]
-            else:
-                assert cpu["skipped"] == "torch is not installed"
-            cuda = rows[(n, arrays, "torch-cuda")]
-            if _cuda():
-                assert _positive(cuda["ms"]) and cuda["param_max_change"] > 0
-            else:
-                assert "ms" not in cuda and cuda["skipped"]
+            for backend in ("vk-adam", "vk-adam-staging"):
+                vk = rows[(n, arrays, backend)]
+                assert _positive(vk["ms"]) and _positive(vk["min_ms"]) and vk["timed_steps"] == 3
+                # the timed steps ran: the param moved, and the optimizer counted every step
+                assert vk["param_max_change"] > 0 and vk["optimizer_steps"] == 4
+                # imports on where the device has them (the row says), never on the staging path
+                assert vk["host_import"] in ((True, False) if backend == "vk-adam" else (False,))
+            assert _positive(rows[(n, arrays, "vk-adam-staging")]["vk_adam_speedup"])
+            for backend in ("torch-cpu", "torch-cpu-fused"):
+                cpu = rows[(n, arrays, backend)]
+                if not torch_here:
+                    assert cpu["skipped"] == "torch is not installed"
+                elif "ms" in cpu or backend == "torch-cpu":
+                    assert _positive(cpu["ms"]) and cpu["param_max_change"] > 0
+                    assert _positive(cpu["vk_adam_speedup"])
+                else:  # a torch without fused CPU AdamW says so
+                    assert cpu["skipped"].startswith("fused CPU AdamW unavailable")
+            for backend in ("torch-cuda", "torch-cuda-pinned")[: 2 if arrays == "reused" else 1]:
+                cuda = rows[(n, arrays, backend)]
+                if _cuda():
+                    assert _positive(cuda["ms"]) and cuda["param_max_change"] > 0
+                else:
+                    assert "ms" not in cuda and cuda["skipped"]
+            if arrays == "fresh":  # a new array each step, made while the previous one lived,
+                for r in (r for k, r in rows.items() if k[:2] == (n, arrays) and "ms" in r):
+                    assert r["distinct_grad_addresses"] >= 2
+                    # and the previous one died inside every timed step
+                    assert r["previous_grads_freed_in_step"] == 3
         (ticks,) = [y for y in report["yardsticks"] if y["elements"] == n]
         assert _positive(ticks["copyto_ms"])
         assert _positive(ticks.get("pinned_h2d_ms", 1.0)) == _positive(ticks.get("pageable_h2d_ms", 1.0))
-    if torch_here:
-        assert set(rows[(SIZES[0], "reused", "torch-cpu")]["impls_ms"]) == {"foreach", "fused"}
     table = (tmp_path / "host.md").read_text()
-    assert "| fp32 elements | grad arrays | vk-adam, NumPy params | torch CPU AdamW |" in table
+    assert f"| fp32 elements | grad arrays | {' | '.join(host.LABELS.values())} |" in table
     assert "| 2^12 (0.0156 MiB) | reused |" in table and "| 2^14 (0.0625 MiB) | fresh |" in table
-    assert "vk-adam's speed-up" in table and table.strip() in out
-    if not _cuda():
-        assert "no CUDA" in table
+    assert "vk-adam's speed-up" in table and "| vs torch CPU AdamW (defaults) |" in table
+    assert "* torch CUDA fused AdamW, pinned host copies: reused arrays only" in table
+    assert "| fp32 elements | one copy to the GPU, pinned |" in table and table.strip() in out
+    assert ("no CUDA" in table) is not _cuda()
     # a progress line per row as it ends, then where the files went
-    assert (
-        "host 2^12 vk-adam, NumPy params, reused arrays: " in out and "host 2^14 yardsticks: copyto " in out
-    )
+    assert "host 2^12 vk-adam, NumPy params, reused arrays: " in out
+    assert "host 2^12 vk-adam, staging path (VK_ADAM_HOST_IMPORT=0), fresh arrays: " in out
+    assert "host 2^14 yardsticks: copyto " in out
     assert f"wrote {tmp_path / 'host.json'}, {tmp_path / 'host.md'}" in out
+
+
+def test_vk_rows_set_the_import_switch_only_while_the_optimizer_is_made(monkeypatch):
+    monkeypatch.setenv("VK_ADAM_HOST_IMPORT", "1")
+    row = host_peers.bench_vk(2**17, "fresh", select_device().index, 0, 2, host_import=False)
+    assert row["host_import"] is False and os.environ["VK_ADAM_HOST_IMPORT"] == "1"
+    monkeypatch.delenv("VK_ADAM_HOST_IMPORT")
+    row = host_peers.bench_vk(2**17, "reused", select_device().index, 0, 2, host_import=True)
+    assert row["host_import"] in (True, False)  # the device's (VK_EXT_external_memory_host)
+    assert "VK_ADAM_HOST_IMPORT" not in os.environ
+
+
+def test_fresh_grads_drop_the_previous_array_in_release_only():
+    grads = host_peers.Grads(1024, "fresh")
+    first = grads.current
+    grads.next()  # the new array is made while the previous one lives
+    assert grads.previous is first and grads.current is not first
+    del first
+    grads.release()
+    assert grads.previous is None and grads.freed == [True]
+    reused = host_peers.Grads(1024, "reused")
+    kept = reused.current
+    reused.next()
+    reused.release()
+    assert reused.current is kept and reused.freed == []
 
 
 def _args(tmp_path, sizes: str | None = None) -> argparse.Namespace:
@@ -95,8 +134,11 @@ def test_default_sizes_and_what_a_software_device_leaves_out(tmp_path, monkeypat
     skipped = json.loads((tmp_path / "host.json").read_text())["meta"]["skipped_sizes"]
     assert list(skipped) == (["2^26"] if software else [])
     assert ("* 2^26 not run: a software Vulkan device" in table) is software
-    assert "| 2^20 (4 MiB) | fresh | 2.000 | 2.000 | 2.000 |" in table
-    assert "| 2^20 (4 MiB) | reused | 1.00x | 1.00x |" in table  # the speed-ups
+    # every row on reused arrays; the pinned CUDA row not on fresh ones
+    assert "| 2^20 (4 MiB) | reused | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 |" in table
+    assert "| 2^20 (4 MiB) | fresh | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | n/a |" in table
+    assert "| 2^20 (4 MiB) | reused | 1.00x | 1.00x | 1.00x | 1.00x | 1.00x |" in table  # the speed-ups
+    assert "| 2^20 (4 MiB) | fresh | 1.00x | 1.00x | 1.00x | 1.00x |  |" in table
 
 
 def test_host_sizes_parse_and_refuse_nonsense(tmp_path, capsys):

@@ -1,13 +1,13 @@
 """``vk-adam bench --cases host``: AdamW on NumPy params, one fp32 tensor of 2^20, 2^24 and 2^26
-elements (``--host-sizes``; a software device leaves 2^26 out), beside torch CPU AdamW and torch
-CUDA fused AdamW with copies in and out; ``host.json`` and ``host.md``. docs/usage.md ("NumPy
-params against torch") says what each row times. In short: the median wall time of ``--repeats``
-steps after ``--warmup``, each step timed alone, of ``opt.step([g])`` (vk-adam), ``opt.step()``
-(torch CPU, over ``from_numpy`` tensors; foreach and fused tried, the faster kept), and the grad's
-copy in, ``opt.step()``, the param's copy out and a synchronize (torch CUDA). Gradients are
-*reused* (the same arrays every step, rewritten in place before each) or *fresh* (a new array
-each step, made while the previous one lives); making them is never timed. Yardsticks: one copy
-of the gradient's bytes to the GPU (pinned for reused, pageable for fresh) and ``np.copyto``.
+elements (``--host-sizes``; a software device leaves 2^26 out), beside torch; ``host.json`` and
+``host.md``. docs/usage.md ("NumPy params against torch") says what each row times; the
+measurements are in ``host_peers``. Rows: vk-adam's ``opt.step([g])`` (host-memory imports, and
+the staging path with ``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, and fused), torch
+CUDA fused AdamW with the grad's copy in and the param's copy out (the NumPy arrays as they are,
+and pinned staging tensors). Gradients are *reused* (the same arrays every step, rewritten in
+place) or *fresh* (a new array each step; the previous one dies inside the timed region). A
+second table gives vk-adam's speed-up over every other row. Yardsticks: one copy of the
+gradient's bytes to the GPU (pinned, pageable) and ``np.copyto``.
 """
 
 from __future__ import annotations
@@ -16,28 +16,33 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..._runtime import DeviceInfo
+from . import host_peers as hp
 from .peers import cuda_available, torch_available
 
 SIZES = (2**20, 2**24, 2**26)
 SOFTWARE_SIZES = (2**20, 2**24)
 ARRAYS = ("reused", "fresh")
+#: Every row, by its key in host.json; vk-adam's speed-up is over every row after the first.
 LABELS = {
     "vk-adam": "vk-adam, NumPy params",
-    "torch-cpu": "torch CPU AdamW",
+    "vk-adam-staging": "vk-adam, staging path (VK_ADAM_HOST_IMPORT=0)",
+    "torch-cpu": "torch CPU AdamW (defaults)",
+    "torch-cpu-fused": "torch CPU AdamW, fused",
     "torch-cuda": "torch CUDA fused AdamW, copying grads in and params out",
+    "torch-cuda-pinned": "torch CUDA fused AdamW, pinned host copies",
 }
+#: Rows run on reused arrays only (pinned staging tensors the application keeps).
+REUSED_ONLY = ("torch-cuda-pinned",)
 #: What runs at each size, in order: (backend, gradient arrays).
-JOBS = [(b, a) for b in LABELS for a in ARRAYS] + [("yardsticks", "")]
+JOBS = [(b, a) for b in LABELS for a in ARRAYS if a == "reused" or b not in REUSED_ONLY]
+JOBS += [("yardsticks", "")]
 Row = dict[str, Any]
 
 
@@ -61,136 +66,27 @@ def size_label(n: int) -> str:
     return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
 
 
-class Grads:
-    """A param, and the gradient of each step, made before the step's clock starts (``next``)."""
-
-    def __init__(self, n: int, arrays: str, pinned: np.ndarray | None = None) -> None:
-        self.param = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-        self.base = np.random.default_rng(1).standard_normal(n, dtype=np.float32) * np.float32(1e-2)
-        self.arrays, self.addresses = arrays, list[int]()
-        self.current = self.base.copy() if pinned is None else pinned
-        self.current[...] = self.base
-
-    def next(self) -> None:
-        if self.arrays == "reused":
-            np.negative(self.current, out=self.current)  # new values, in place
-            return
-        self.current = np.empty(self.base.size, np.float32)  # made while the previous one lives
-        np.multiply(self.base, np.float32(1 + 1e-3 * len(self.addresses)), out=self.current)
-        self.addresses.append(self.current.ctypes.data)
-
-
-def samples(step: Callable[[], Any], warmup: int, repeats: int, ready: Callable[[], Any]) -> list[float]:
-    """Seconds of ``repeats`` calls of ``step`` after ``warmup``, each after ``ready`` (untimed)."""
-    out = []
-    for i in range(warmup + repeats):
-        ready()
-        t0 = time.perf_counter()
-        step()
-        if i >= warmup:
-            out.append(time.perf_counter() - t0)
-    return out
-
-
-def _row(times: list[float], grads: Grads, before: np.ndarray, after: np.ndarray) -> Row:
-    row = {"ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "timed_steps": len(times)}
-    row["param_max_change"] = float(np.max(np.abs(after - before)))  # > 0: the steps ran
-    if grads.arrays == "fresh":
-        row["distinct_grad_addresses"] = len(set(grads.addresses[-len(times) :]))
-    return row
-
-
-def bench_vk(n: int, arrays: str, device: int, warmup: int, repeats: int) -> Row:
-    import vk_adam
-
-    grads = Grads(n, arrays)
-    p, before = grads.param, grads.param.copy()
-    with vk_adam.AdamW([p], lr=1e-3, device=device) as opt:
-        row = _row(samples(lambda: opt.step([grads.current]), warmup, repeats, grads.next), grads, before, p)
-        return row | {"optimizer_steps": int(opt.state_dict()["state"][0]["step"])}
-
-
-def bench_torch_cpu(n: int, arrays: str, impl: str, warmup: int, repeats: int) -> Row:
-    import torch
-
-    grads = Grads(n, arrays)
-    p, before = grads.param, grads.param.copy()
-    tp = torch.from_numpy(p).requires_grad_()  # the NumPy array's memory
-    opt = torch.optim.AdamW([tp], lr=1e-3, foreach=impl == "foreach", fused=impl == "fused")
-
-    def ready() -> None:  # the step's gradient: a view of the NumPy array (no copy)
-        grads.next()
-        tp.grad = torch.from_numpy(grads.current)
-
-    return _row(samples(opt.step, warmup, repeats, ready), grads, before, p) | {"impl": impl}
-
-
-def bench_torch_cuda(n: int, arrays: str, warmup: int, repeats: int) -> Row:
-    import torch
-
-    host_grad = [torch.empty(n, pin_memory=True)]
-    grads = Grads(n, arrays, host_grad[0].numpy() if arrays == "reused" else None)
-    p, before = grads.param, grads.param.copy()
-    pc = torch.from_numpy(p).cuda().requires_grad_()
-    pc.grad = torch.empty_like(pc)
-    opt = torch.optim.AdamW([pc], lr=1e-3, fused=True)
-    # reused: pinned host grad and param, written in place; fresh: NumPy's pageable memory
-    host_param = torch.empty(n, pin_memory=True) if arrays == "reused" else torch.from_numpy(p)
-
-    def ready() -> None:
-        grads.next()
-        if arrays == "fresh":
-            host_grad[0] = torch.from_numpy(grads.current)  # a view, no copy
-        torch.cuda.synchronize()
-
-    @torch.no_grad()  # as a training loop copies its params out
-    def step() -> None:
-        pc.grad.copy_(host_grad[0], non_blocking=True)  # type: ignore[union-attr]
-        opt.step()
-        host_param.copy_(pc)
-        torch.cuda.synchronize()
-
-    return _row(samples(step, warmup, repeats, ready), grads, before, host_param.numpy())
-
-
-def yardsticks(n: int, cuda: bool, warmup: int, repeats: int) -> dict[str, float]:
-    """ms of np.copyto of the gradient, and of one copy of its bytes to the GPU (pinned, pageable)."""
-    g = Grads(n, "reused").current
-    dst = np.empty_like(g)
-    fns: dict[str, Callable[[], Any]] = {"copyto_ms": lambda: np.copyto(dst, g)}
-    if cuda:
-        import torch
-
-        dev = torch.empty(n, device="cuda")
-        for key, src in (("pinned", torch.empty(n, pin_memory=True)), ("pageable", torch.from_numpy(g))):
-            fns[f"{key}_h2d_ms"] = partial(dev.copy_, src)  # blocking: returns when the copy is done
-    ms = {k: statistics.median(samples(fn, warmup, repeats, lambda: None)) for k, fn in fns.items()}
-    return {k: v * 1e3 for k, v in ms.items()}
-
-
-def _measure(job: tuple[int, str, str], args: argparse.Namespace, device: int, cpu: list[str]) -> Row:
+def _measure(job: tuple[int, str, str], args: argparse.Namespace, device: int) -> Row:
     n, backend, arrays = job
     warmup, repeats = args.warmup, args.repeats
-    if backend == "vk-adam":
-        return bench_vk(n, arrays, device, warmup, repeats)
+    if backend in ("vk-adam", "vk-adam-staging"):
+        return hp.bench_vk(n, arrays, device, warmup, repeats, host_import=backend == "vk-adam")
     if backend == "yardsticks":
-        return yardsticks(n, cuda_available(), warmup, repeats)
+        return hp.yardsticks(n, cuda_available(), warmup, repeats)
     if not torch_available():
-        return {"skipped": "torch is not installed"}
-    if backend == "torch-cuda":
-        if not cuda_available():
-            return {"skipped": "no CUDA (torch.cuda.is_available() is False)"}
-        return bench_torch_cuda(n, arrays, warmup, repeats)
-    if arrays == "fresh":  # the implementation that was faster on reused arrays
-        return bench_torch_cpu(n, arrays, cpu[0], warmup, repeats)
-    tried = {}
-    for impl in ("foreach", "fused"):
+        return {"skipped": "torch is not installed", "cell": "no torch"}
+    if backend == "torch-cpu":
+        return hp.bench_torch_cpu(n, arrays, False, warmup, repeats)
+    if backend == "torch-cpu-fused":
         try:
-            tried[impl] = bench_torch_cpu(n, arrays, impl, warmup, repeats)
-        except (RuntimeError, ValueError) as exc:  # a CPU build without fused AdamW
-            tried[impl] = {"note": f"{type(exc).__name__}: {exc}"}
-    cpu[:] = [min(tried, key=lambda i: tried[i].get("ms", float("inf")))]
-    return tried[cpu[0]] | {"impls_ms": {i: tried[i].get("ms") for i in tried}}
+            return hp.bench_torch_cpu(n, arrays, True, warmup, repeats)
+        except (RuntimeError, ValueError) as exc:  # a torch without fused CPU AdamW
+            return {"skipped": f"fused CPU AdamW unavailable: {type(exc).__name__}: {exc}", "cell": "n/a"}
+    if not cuda_available():
+        return {"skipped": "no CUDA (torch.cuda.is_available() is False)", "cell": "no CUDA"}
+    if backend == "torch-cuda-pinned":
+        return hp.bench_torch_cuda_pinned(n, warmup, repeats)
+    return hp.bench_torch_cuda(n, arrays, warmup, repeats)
 
 
 def run_host_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
@@ -200,15 +96,15 @@ def run_host_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
     why = "a software Vulkan device, where one step takes seconds (--host-sizes runs it)"
     skipped = {} if args.host_sizes else {size_label(n): why for n in SIZES if n not in sizes}
     (out := Path(args.out)).mkdir(parents=True, exist_ok=True)
-    report: Row = {"meta": _meta(args, info, sizes) | {"skipped_sizes": skipped}, "rows": []}
-    report["yardsticks"], jobs = [], [(n, b, a) for n in sizes for b, a in JOBS]
-    # cpu: the torch CPU implementation of the fresh rows; vk_ms: vk-adam's, for the speed-ups
-    started, cpu, vk_ms = time.perf_counter(), ["foreach"], {}
+    report: Row = {"meta": _meta(args, info, sizes) | {"skipped_sizes": skipped}, "labels": LABELS}
+    report |= {"speedup_over": list(LABELS)[1:], "rows": [], "yardsticks": []}
+    jobs = [(n, b, a) for n in sizes for b, a in JOBS]
+    started, vk_ms = time.perf_counter(), {}  # vk_ms: vk-adam's, for the speed-ups
     with tqdm(jobs, desc="host", unit="run", dynamic_ncols=True, disable=args.quiet) as bar:
         for n, backend, arrays in bar:
             bar.set_postfix_str(f"{size_label(n)} {backend} {arrays}".strip())
             try:
-                result = _measure((n, backend, arrays), args, info.index, cpu)
+                result = _measure((n, backend, arrays), args, info.index)
             except Exception as exc:  # one failed run must not lose the others
                 result = {"note": f"failed: {type(exc).__name__}: {exc}"}
             if backend == "yardsticks":
@@ -255,39 +151,56 @@ def _ms(x: float) -> str:
 def _cell(row: Row | None, long: bool = False) -> str:
     """A row's figure for the table, or with ``long`` for its progress line."""
     if row is not None and "ms" in row:
-        return _ms(row["ms"]) + " ms" * long + (f" ({row['impl']})" if "impl" in row else "")
+        return _ms(row["ms"]) + " ms" * long
     if long:  # what failed or was skipped, in full; the yardsticks' times
         times = ", ".join(f"{k[:-3]} {_ms(v)} ms" for k, v in (row or {}).items() if k.endswith("_ms"))
         return times or str((row or {}).get("skipped") or (row or {}).get("note"))
-    why = (row or {}).get("skipped", "")
-    return "" if row is None else "no CUDA" if "no CUDA" in why else "skipped" if why else "failed"
+    return "n/a" if row is None else str(row.get("cell") or ("skipped" if "skipped" in row else "failed"))
 
 
 def format_host_table(report: dict[str, Any]) -> str:
     meta, rows, ticks = report["meta"], report["rows"], {y["elements"]: y for y in report["yardsticks"]}
+    labels = report.get("labels", LABELS)
     find = {(r["elements"], r["arrays"], r["backend"]): r for r in rows}
+    others = report.get("speedup_over", list(labels)[1:])
     lines = [
         f"AdamW on NumPy params (`vk-adam bench --cases host`), one fp32 tensor, lr 1e-3: median ms of "
-        f"{meta['repeats']} steps after {meta['warmup']}, each timed alone. Vulkan: {meta['device']}; "
-        f"torch {meta.get('torch', 'not installed')}; CUDA: {meta.get('cuda_device', 'none')}.",
+        f"{meta['repeats']} steps after {meta['warmup']}, each timed alone (fresh arrays: the previous "
+        f"step's gradient array is dropped inside the timed region). Vulkan: {meta['device']}; "
+        f"torch {meta.get('torch', 'not installed')}"
+        + (f" ({meta['torch_threads']} threads)" if "torch_threads" in meta else "")
+        + f"; CUDA: {meta.get('cuda_device', 'none')}.",
         "",
-        f"| fp32 elements | grad arrays | {' | '.join(LABELS.values())} | one copy of the grads' bytes "
-        "to the GPU | np.copyto of the grads |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        f"| fp32 elements | grad arrays | {' | '.join(labels.values())} |",
+        "|---|---|" + "---:|" * len(labels),
     ]
-    speed = ["", "vk-adam's speed-up, torch ms / vk-adam ms (above 1: vk-adam is faster):", ""]
-    speed += ["| fp32 elements | grad arrays | vs torch CPU AdamW | vs torch CUDA fused + copies |"]
-    speed += ["|---|---|---:|---:|"]
+    speed = ["", f"vk-adam's speed-up, other ms / {labels['vk-adam']} ms (above 1: vk-adam is faster):", ""]
+    speed += [f"| fp32 elements | grad arrays | {' | '.join(f'vs {labels[b]}' for b in others)} |"]
+    speed += ["|---|---|" + "---:|" * len(others)]
+    yard = ["", "Yardsticks, the gradient's bytes:", ""]
+    yard += ["| fp32 elements | one copy to the GPU, pinned | one copy to the GPU, pageable | np.copyto |"]
+    yard += ["|---|---:|---:|---:|"]
     for n in meta["sizes"]:
         tick, label = ticks.get(n, {}), f"{size_label(n)} ({n * 4 / 2**20:,.3g} MiB)"
-        for arrays, key in zip(ARRAYS, ("pinned", "pageable"), strict=True):
-            cells = " | ".join(_cell(find.get((n, arrays, b))) for b in LABELS)
-            copy = f"{_ms(tick[key + '_h2d_ms'])} ({key})" if f"{key}_h2d_ms" in tick else "no CUDA"
-            copyto = _ms(tick["copyto_ms"]) if "copyto_ms" in tick else ""
-            lines.append(f"| {label} | {arrays} | {cells} | {copy} | {copyto} |")
-            ratios = [find.get((n, arrays, b), {}).get("vk_adam_speedup") for b in list(LABELS)[1:]]
+        for arrays in ARRAYS:
+            lines.append(
+                f"| {label} | {arrays} | {' | '.join(_cell(find.get((n, arrays, b))) for b in labels)} |"
+            )
+            ratios = [(find.get((n, arrays, b)) or {}).get("vk_adam_speedup") for b in others]
             speed.append(f"| {label} | {arrays} | {' | '.join(f'{r:.2f}x' if r else '' for r in ratios)} |")
-    notes = [f"{LABELS[r['backend']]}: {r.get('skipped') or r.get('note')}" for r in rows if "ms" not in r]
+        copies = [_ms(tick[k]) if k in tick else "no CUDA" for k in ("pinned_h2d_ms", "pageable_h2d_ms")]
+        yard.append(
+            f"| {label} | {' | '.join(copies)} | {_ms(tick['copyto_ms']) if 'copyto_ms' in tick else ''} |"
+        )
+    notes = [f"{labels[b]}: reused arrays only" for b in REUSED_ONLY if b in labels]
+    notes += [f"{labels[r['backend']]}: {r.get('skipped') or r.get('note')}" for r in rows if "ms" not in r]
+    off = "host-memory imports off (a device without VK_EXT_external_memory_host): the staging path too"
+    notes += [
+        f"{labels['vk-adam']}: {off}"
+        for r in rows
+        if r["backend"] == "vk-adam" and r.get("host_import") is False
+    ]
     notes += [f"yardsticks, {size_label(n)}: {y['note']}" for n, y in ticks.items() if "note" in y]
     notes += [f"{label} not run: {why}" for label, why in meta["skipped_sizes"].items()]
-    return "\n".join(lines + speed + [""] * bool(notes) + [f"* {note}" for note in dict.fromkeys(notes)])
+    body = lines + speed + yard
+    return "\n".join(body + [""] * bool(notes) + [f"* {note}" for note in dict.fromkeys(notes)])
