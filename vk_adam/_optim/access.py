@@ -72,7 +72,7 @@ class DeviceAccess:
         self._check_open()
         if self._groups[group].host_mode:
             self._drain()
-            self._dev.keep_flat_params()
+            self._dev.traffic.keep_flat_params(self._groups)
         return self._groups[group].sets[index].param
 
     def grad_buffer(self, group: int = 0, index: int = 0) -> Any:

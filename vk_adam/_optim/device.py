@@ -26,7 +26,7 @@ from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .host_memory import HostImports, HostTraffic
-from .layout import gather, scatter
+from .layout import scatter
 from .storage import Storage, rng_key
 from .variants import LoopShape, loop_shape
 
@@ -195,19 +195,6 @@ class DeviceGroups:
             self.bind(group, bset, bset.grad, param=param, n=n)
         if bset.push is not None:
             bset.push.view(np.uint32)[0] = n
-
-    def keep_flat_params(self) -> None:
-        """From now on keep every NumPy group's flat param buffer current (the application took
-        it); bring it up to date if direct steps left it behind. The caller drains first."""
-        self.traffic.stop_direct()
-        if not self.traffic.used_direct:
-            return
-        params = [g.sets[0].param for g in self.groups if g.host_mode]
-        for group in self.groups:
-            if group.host_mode:
-                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
-        self.rt.run([self.rt.barrier_op(params), self.rt.upload_op(params)])
-        self.traffic.used_direct = False
 
     def stage_status(self) -> list[Any]:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""

@@ -306,6 +306,19 @@ class HostTraffic:
         self._plans[gi] = plan
         return plan
 
+    def keep_flat_params(self, groups: Sequence[Group]) -> None:
+        """From now on keep every NumPy group's flat param buffer current (the application took
+        it); bring it up to date if direct steps left it behind. The caller drains first."""
+        self.stop_direct()
+        if not self.used_direct:
+            return
+        params = [g.sets[0].param for g in groups if g.host_mode]
+        for group in groups:
+            if group.host_mode:
+                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
+        self.rt.run([self.rt.barrier_op(params), self.rt.upload_op(params)])
+        self.used_direct = False
+
     def stop_direct(self) -> None:
         """No update binds a param's import from now on (the flat buffers stay current)."""
         self.direct = False
