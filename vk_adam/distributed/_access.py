@@ -1,14 +1,17 @@
 """What a user reads of a ZeRO-1 optimizer: its clipping bound and last global norm, its
-shard, its communicator, its device and memory. A base class of ``ZeroRedundancyOptimizer``,
-as ``_optim.access`` is of ``vk_adam.Optimizer``."""
+shard, its communicator, its device and memory, and the device buffers of kp tensor params. A
+base class of ``ZeroRedundancyOptimizer``, as ``_optim.access`` is of ``vk_adam.Optimizer``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .._optim.buffers import Group
 from .._optim.clipping import check_max_norm
 from .._optim.optimizer import Optimizer
 from ._comm import Communicator
+from ._device import DeviceParams
+from ._plan import Unit
 from ._shard import Partition
 
 
@@ -19,6 +22,9 @@ class ShardAccess:
     partition: Partition
     _comm: Communicator
     _inner: Optimizer | None
+    _device: DeviceParams | None
+    _groups: list[Group]
+    _units: list[Unit]
     _max_norm: float | None
     _last_norm: float
 
@@ -55,6 +61,39 @@ class ShardAccess:
     def communicator(self) -> str:
         """The engine and transport the collectives run on."""
         return self._comm.describe()
+
+    @property
+    def device_staging(self) -> str | None:
+        """How kp tensor params reach the collectives: "host memory import" or "mapped staging
+        (host-visible kp tensors)"; None without kp tensor params."""
+        return self._device.how if self._device is not None else None
+
+    def param_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor of param ``index`` of a device param group: the application's own buffer
+        (or a LoRA adapter's ``device_params``), which every step updates in place."""
+        self._check_open()
+        return self._units[self._unit_of(group, index, "param_buffer")].tensor
+
+    def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """A device buffer (kp tensor on ``manager``, float32, the param's size) for the gradient of
+        param ``index`` of a device param group: write it with your own shaders, then call
+        ``step()`` without grads, which reads it (and zeroes it with ``zero_grad``). Made, zeroed,
+        the first time it is asked for; the same buffer after that."""
+        self._check_open()
+        unit = self._unit_of(group, index, "grad_buffer")
+        assert self._device is not None
+        return self._device.grad_buffer(unit)
+
+    def _unit_of(self, group: int, index: int, what: str) -> int:
+        """The buffer set of a device param, or the error for one that is not."""
+        if not 0 <= group < len(self._groups) or not 0 <= index < len(self._groups[group].slots):
+            raise IndexError(f"{what}({group}, {index}): no such param")
+        if self._groups[group].host_mode:
+            raise TypeError(
+                f"{what}() is for kp tensor params; param group {group} holds NumPy arrays, which "
+                "step(grads) takes and updates in place"
+            )
+        return next(i for i, u in enumerate(self._units) if (u.group, u.index) == (group, index))
 
     @property
     def device(self) -> Any:

@@ -7,6 +7,7 @@ arrays (:class:`HostWords`) in place of device buffers, so ``_optim.state_dict``
 writes it exactly as it reads and writes an optimizer: one layout, one set of checks and
 messages. A shard's state moves in and out of it as slices of each state buffer (elements of
 fp32, bf16 or 8-bit codes, whole blocks of absmax, and the fp32 master copy of 16-bit params).
+A piece belongs to one buffer set (``_plan.Unit``): a NumPy group's, or one kp tensor's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .._optim.buffers import BufferSet, Group
 from .._optim.state_dict import ABSMAX_SUFFIX, MASTER_KEY
 from .._optim.storage import GroupFormat, Storage, initial_state, value_words
 from .._rules.rule import UpdateRule
+from ._plan import Unit
 from ._shard import Piece
 
 Array = npt.NDArray[Any]
@@ -63,7 +65,14 @@ class StateMirror:
     storage: Storage
     zero_grad: bool
     seed: int
+    #: per buffer set of the flat vector (``Piece.group``): its (group, buffer set in the group)
+    where: list[tuple[int, int]] = field(default_factory=list)
     rt: NoDevice = field(default_factory=NoDevice)
+
+    def buffer_set(self, piece: Piece) -> tuple[Group, BufferSet]:
+        """The group and buffer set ``piece`` is a part of."""
+        group, index = self.where[piece.group]
+        return self.groups[group], self.groups[group].sets[index]
 
 
 def element_view(words: Array, code: int) -> Array:
@@ -78,39 +87,42 @@ def element_view(words: Array, code: int) -> Array:
 def build_mirror(
     rule: UpdateRule,
     groups: Sequence[Group],
+    units: Sequence[Unit],
     formats: Sequence[GroupFormat],
-    totals: Sequence[int],
     storage: Storage,
     zero_grad: bool,
     seed: int,
 ) -> StateMirror:
     """A mirror of ``groups`` (their options and step counts copied, so a failed load changes
-    nothing) with every state buffer at its initial value and the master copy of 16-bit params
-    at the params' current values."""
+    nothing), one buffer set per unit, with every state buffer at its initial value and the
+    master copy of 16-bit params at the params' current values."""
     mirror_groups = []
-    for index, (group, form, total) in enumerate(zip(groups, formats, totals, strict=True)):
+    for group in groups:
+        copy = Group(dict(group.options), group.variant, group.spec, group.slots, [], True, group.step)
+        copy.param_dtype = group.param_dtype
+        mirror_groups.append(copy)
+    for index, (unit, form) in enumerate(zip(units, formats, strict=True)):
+        total = unit.total
         bset = BufferSet(None, None, {}, total, index, form)
-        for s, code in zip(group.variant.state, form.state, strict=True):
+        for s, code in zip(groups[unit.group].variant.state, form.state, strict=True):
             words, absmax = initial_state(code, s, total)
             bset.state[s.name] = HostWords(words)
             if absmax is not None:
                 bset.absmax[s.name] = HostWords(absmax)
-        if form.has_master:
+        if form.has_master:  # 16-bit params: NumPy, with host arrays
             flat = np.zeros(total, np.float32)
-            for slot in group.slots:
+            for slot in unit.slots:
                 flat[slot.offset : slot.offset + slot.size] = np.asarray(slot.host, np.float32).reshape(-1)
             bset.master = HostWords(value_words(flat, "float32"))
-        copy = Group(dict(group.options), group.variant, group.spec, group.slots, [bset], True, group.step)
-        copy.param_dtype = group.param_dtype
-        mirror_groups.append(copy)
-    return StateMirror(rule, mirror_groups, storage, zero_grad, seed)
+        mirror_groups[unit.group].sets.append(bset)
+    where = [(u.group, u.index) for u in units]
+    return StateMirror(rule, mirror_groups, storage, zero_grad, seed, where)
 
 
 def shard_entry(mirror: StateMirror, piece: Piece) -> dict[str, Any]:
     """A piece's state as the state-dict entry of a param holding exactly those elements
     (what the rank's own optimizer loads), copied out of the mirror."""
-    group = mirror.groups[piece.group]
-    bset = group.sets[0]
+    group, bset = mirror.buffer_set(piece)
     entry: dict[str, Any] = {"step": float(group.step)}
     for s, code in zip(group.variant.state, bset.format.state, strict=True):
         entry[s.name] = element_view(bset.state[s.name].data(), code)[piece.lo : piece.hi].copy()
@@ -125,8 +137,7 @@ def shard_entry(mirror: StateMirror, piece: Piece) -> dict[str, Any]:
 def fill_from_entry(mirror: StateMirror, piece: Piece, entry: Mapping[str, Any]) -> None:
     """Copy a rank's state-dict entry for ``piece`` (from :func:`shard_entry`'s layout, as the
     rank's own optimizer saves it) into the mirror."""
-    group = mirror.groups[piece.group]
-    bset = group.sets[0]
+    group, bset = mirror.buffer_set(piece)
     for s, code in zip(group.variant.state, bset.format.state, strict=True):
         element_view(bset.state[s.name].data(), code)[piece.lo : piece.hi] = entry[s.name]
         if s.name in bset.absmax:

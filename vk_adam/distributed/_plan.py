@@ -1,10 +1,10 @@
 """What a ZeRO-1 optimizer is made of, checked and laid out before any device or collective:
-the rule, each param group (options, shader, dtype, the slots of one process's flat buffer, its
-storage formats), and the shards of the world. Pure: no device, no communicator.
+the rule, each param group (options, shader, dtype, its params' slots), the buffer sets one
+process would make of them (:class:`Unit`: a NumPy group's flat buffer, or one kp tensor), their
+storage formats, and the shards of the world. Pure: no device, no communicator.
 
 The checks are one process's optimizer's (``_optim.groups``), with its messages, so a ZeRO-1
-optimizer refuses exactly what ``vk_adam.Optimizer`` refuses, plus kp tensors (ranks hold
-NumPy copies of the params).
+optimizer refuses exactly what ``vk_adam.Optimizer`` refuses.
 """
 
 from __future__ import annotations
@@ -17,13 +17,31 @@ from .. import _formats as fmt
 from .._optim.buffers import Group
 from .._optim.clipping import check_harness, check_max_norm
 from .._optim.groups import check_options, check_storage, group_options, shader_spec
-from .._optim.layout import ALIGN_ELEMENTS, plan_flat
+from .._optim.layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
 from .._optim.storage import GroupFormat, Storage, group_format
 from .._rules.checks import check_rule_object
 from .._rules.registry import default_registry
 from .._rules.rule import UpdateRule
 from .._runtime import MAX_ELEMENTS, is_kp_tensor
+from ._comm import ManagerMissingError
 from ._shard import Partition, partition
+
+
+@dataclass
+class Unit:
+    """One buffer set of one process's optimizer, and so one range of ZeRO-1's flat vector: a
+    NumPy group's flat buffer (its params at their slots), or one kp tensor of a device group
+    (``tensor``; its slot at 0). ``total``: its length in the flat vector (whole blocks);
+    ``n``: the length one process's buffer has, which chooses its formats."""
+
+    group: int
+    index: int  # the buffer set within its group
+    first: int  # the flat index (state-dict numbering) of its first param
+    slots: list[ParamSlot]
+    total: int
+    n: int
+    dtype: str
+    tensor: Any = None
 
 
 @dataclass
@@ -33,8 +51,9 @@ class Plan:
     rule: UpdateRule
     defaults: dict[str, Any]
     groups: list[Group]  # options (the user's param_groups dicts), shader, slots, step count
-    formats: list[GroupFormat]  # each group's formats, as one process chooses them
-    totals: list[int]  # each group's flat length
+    units: list[Unit]  # the buffer sets, in one process's order (its buffer-set indices)
+    formats: list[GroupFormat]  # each unit's formats, as one process chooses them
+    totals: list[int]  # each unit's length in the flat vector
     storage: Storage
     zero_grad: bool
     skip_nonfinite: bool
@@ -64,6 +83,7 @@ def make_plan(
     rule: str | UpdateRule,
     world: int,
     *,
+    has_manager: bool,
     zero_grad: bool,
     skip_nonfinite: bool,
     clip_grad_norm: float | None,
@@ -72,42 +92,65 @@ def make_plan(
     seed: int,
     hyper: Mapping[str, Any],
 ) -> Plan:
-    """Check the arguments as ``vk_adam.Optimizer`` does; pack each group as one process packs
-    it (so it gets that process's formats); cut the flat vector into ``world`` shards on
-    multiples of an 8-bit block (int8 state) or of 64 elements."""
+    """Check the arguments as ``vk_adam.Optimizer`` does (``has_manager``: ``manager=`` was
+    given, which kp tensor params need); make the buffer sets one process makes (so each gets
+    that process's formats); cut the flat vector into ``world`` shards on multiples of an 8-bit
+    block (int8 state) or of 64 elements."""
     the_rule = default_registry().get(rule) if isinstance(rule, str) else rule
     check_rule_object(the_rule)
     check_options(None, None, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite)
     max_norm = check_max_norm(clip_grad_norm)
-    if isinstance(params, (list, tuple)) and any(
-        _holds_kp(p.get("params") if isinstance(p, Mapping) else p) for p in params
+    listed = params if isinstance(params, (list, tuple)) else []
+    if not has_manager and (
+        _holds_kp(params) or any(_holds_kp(p.get("params") if isinstance(p, Mapping) else p) for p in listed)
     ):
-        raise TypeError(
-            "ZeroRedundancyOptimizer takes NumPy params (replicated on every rank, updated in "
-            "place); kp tensors are not supported"
+        raise ManagerMissingError(
+            "params include kp tensors, and kp tensors are not supported without manager=: pass "
+            "the kp.Manager that created them as manager=..."
         )
-    defaults, options_list = group_options(the_rule, params, hyper, has_manager=False)
+    defaults, options_list = group_options(the_rule, params, hyper, has_manager=has_manager)
     if max_norm is not None:
         check_harness(the_rule.variant_for(g) for g in options_list)
     check_storage(state_dtype, stochastic_rounding, seed, options_list)
     storage = Storage(state_dtype, bool(stochastic_rounding), int(seed))
-    quantized = state_dtype == "int8-blockwise"
-    groups, formats, totals = [], [], []
-    for options in options_list:
+    block = fmt.BLOCK if state_dtype == "int8-blockwise" else ALIGN_ELEMENTS
+    groups: list[Group] = []
+    units: list[Unit] = []
+    first = 0
+    for gi, options in enumerate(options_list):
         variant = the_rule.variant_for(options)
-        group = Group(options, variant, shader_spec(the_rule, options, bool(zero_grad)), [], [], True)
-        group.param_dtype = fmt.dtype_name(options["params"][0].dtype) or "float32"
-        group.slots, total = plan_flat(options["params"], MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+        plist = options["params"]
+        on_device = is_kp_tensor(plist[0])
+        if any(is_kp_tensor(p) != on_device for p in plist):
+            raise TypeError("a param group must hold either NumPy arrays or kp tensors, not both")
+        spec = shader_spec(the_rule, options, bool(zero_grad))
+        group = Group(options, variant, spec, [], [], not on_device)
+        if on_device:  # one buffer set per tensor, as one process makes them
+            for index, tensor in enumerate(plist):
+                n = int(tensor.size())
+                if n > MAX_ELEMENTS:
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                slot = ParamSlot(index, 0, n, (n,), None)
+                group.slots.append(slot)
+                units.append(Unit(gi, index, first + index, [slot], align(n, block), n, "float32", tensor))
+        else:
+            group.param_dtype = fmt.dtype_name(plist[0].dtype) or "float32"
+            quantized = block == fmt.BLOCK
+            group.slots, total = plan_flat(plist, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+            units.append(Unit(gi, 0, first, group.slots, total, total, group.param_dtype))
+        first += len(group.slots)
         groups.append(group)
-        totals.append(total)
-        formats.append(
-            group_format(variant.state, group.param_dtype, state_dtype, storage.stochastic_rounding, total)
-        )
-    shards = partition(totals, world, fmt.BLOCK if quantized else ALIGN_ELEMENTS)
+    formats = [
+        group_format(groups[u.group].variant.state, u.dtype, state_dtype, storage.stochastic_rounding, u.n)
+        for u in units
+    ]
+    totals = [u.total for u in units]
+    shards = partition(totals, world, block)
     return Plan(
         the_rule,
         defaults,
         groups,
+        units,
         formats,
         totals,
         storage,

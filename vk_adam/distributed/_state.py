@@ -18,6 +18,7 @@ from .._optim.storage import GroupFormat, Storage
 from .._rules.rule import UpdateRule
 from ._comm import Communicator, agree
 from ._mirror import StateMirror, build_mirror, fill_from_entry, shard_entry
+from ._plan import Unit
 from ._staging import ShardStaging
 
 
@@ -29,8 +30,8 @@ class ShardedStateDict:
     world_size: int
     _comm: Communicator
     _groups: list[Group]
+    _units: list[Unit]
     _formats: list[GroupFormat]
-    _totals: list[int]
     _storage: Storage
     _staging: ShardStaging
     _inner: Optimizer | None
@@ -43,8 +44,8 @@ class ShardedStateDict:
         return build_mirror(
             self.rule,
             self._groups,
+            self._units,
             self._formats,
-            self._totals,
             self._storage,
             self.zeroes_grad,
             self._storage.seed,
@@ -114,7 +115,8 @@ class ShardedStateDict:
             return
         self._staging.refresh_pieces()  # a master copy not in the state dict starts at the params
         pieces = self._staging.pieces
-        state = {j: shard_entry(mirror, p) for j, p in enumerate(pieces) if mirror.groups[p.group].step}
-        hyper = [{k: self._groups[p.group].options[k] for k in self.rule.defaults} for p in pieces]
+        owners = [self._units[p.group].group for p in pieces]
+        state = {j: shard_entry(mirror, p) for j, p in enumerate(pieces) if mirror.groups[owners[j]].step}
+        hyper = [{k: self._groups[g].options[k] for k in self.rule.defaults} for g in owners]
         groups = [{**h, "params": [j], "seed": mirror.seed} for j, h in enumerate(hyper)]
         self._inner.load_state_dict({"state": state, "param_groups": groups})

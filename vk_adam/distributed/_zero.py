@@ -14,6 +14,10 @@ one process would. One step:
    computed as the device computes it and handed to the shard's optimizer;
 4. the shard's update on this rank's Vulkan device (one dispatch per buffer set);
 5. all-gather of the updated params, which every rank writes into its own copies.
+
+Params that are kp tensors (an application's device buffers, or a LoRA adapter's) take the same
+path; the GPU copies their gradients into the reduce-scatter's host buffer and the gathered
+params back into them, straight to and from host memory it reads and writes (``_device``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .._optim.groups import prepare_grads, revalidate
+from .._optim.groups import check_options, prepare_grads, revalidate
 from .._optim.inflight import InFlight, StepHandle
 from .._optim.optimizer import Optimizer
 from .._optim.options import SHARD_OPTIONS, Closable, spell_out_options, split_options
@@ -36,10 +40,10 @@ from .._rules.rule import UpdateRule
 from .._runtime import DEVICE_ENV, list_devices
 from ._access import ShardAccess
 from ._comm import Communicator, agree, make_communicator
+from ._device import DeviceParams, adapter_params, make_staging, taken_grad_buffers
 from ._mirror import StateMirror
 from ._plan import make_plan
 from ._shard import Partition, device_for_rank
-from ._staging import ShardStaging
 from ._state import ShardedStateDict
 
 Array = npt.NDArray[Any]
@@ -47,7 +51,8 @@ _T = TypeVar("_T")
 
 #: The phases of a step in ``last_timings``: agree (the all-reduce of every rank's checks),
 #: staging (host copies: gradients into the reduce-scatter's buffer, the mean, the shard's
-#: inputs, params out of and back from the all-gather; NCCL's CUDA copies), reduce_scatter,
+#: inputs, params out of and back from the all-gather; device params' GPU copies to and from
+#: those buffers; NCCL's CUDA copies), reduce_scatter,
 #: norm (the all-reduce of clipping and the non-finite check), update (this rank's Vulkan step),
 #: all_gather.
 _PHASES = ("agree", "staging", "reduce_scatter", "norm", "update", "all_gather")
@@ -59,10 +64,15 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
     """An update rule over replicated params whose optimizer state is sharded across ranks
     (ZeRO stage 1), in the shape of ``torch.distributed.optim.ZeroRedundancyOptimizer``.
 
-    ``params``: NumPy arrays (float32, float16 or bfloat16), or param groups, the same on every
-    rank; updated in place. ``rule``: a registered rule name or an :class:`vk_adam.UpdateRule`.
-    ``comm``: an mpi4py communicator; else ``process_group`` (a torch.distributed group; None:
-    the default group). ``device``: the Vulkan device; default ``$VK_ADAM_DEVICE``, else the
+    ``params``: what :class:`vk_adam.Optimizer` takes, the same shapes on every rank, updated in
+    place: NumPy arrays (float32, float16 or bfloat16), float32 kp tensors on ``manager`` (the
+    application's device buffers), or param groups of either; or a ``vk_adam.lora.LoRAAdapter``
+    (with ``manager``: its weights move to that device, as ``adapter.optimizer(manager=)``
+    moves them; else its host buffer). ``rule``: a registered rule name or an
+    :class:`vk_adam.UpdateRule`. ``comm``: an mpi4py communicator; else ``process_group`` (a
+    torch.distributed group; None: the default group). ``manager``: the ``kp.Manager`` (or
+    ``vk_adam.DeviceHandle``) of kp tensor params; the shard is updated on it too. ``device``:
+    the Vulkan device without ``manager``; default ``$VK_ADAM_DEVICE``, else the
     ``local_rank``-th hardware GPU when there are several, else the usual choice. The other
     keywords and hyperparameters are :class:`vk_adam.Optimizer`'s. Construction is collective:
     every rank calls it with the same arguments, and if any rank refuses them, all raise.
@@ -76,11 +86,13 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         *,
         comm: Any = None,
         process_group: Any = None,
+        manager: Any = None,
         **hyper: Any,
     ) -> None:
         self._closed = True
         options, hyper = split_options(hyper, SHARD_OPTIONS)
         self._inner: Optimizer | None = None
+        self._device: DeviceParams | None = None
         self._consolidated: StateMirror | None = None
         self._last_norm = float("nan")
         #: Seconds of the last step by phase (``_PHASES``) and in all ("total").
@@ -90,10 +102,13 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         error: BaseException | None = None
         plan = None
         try:
+            manager = check_options(None, manager)
+            params = adapter_params(params, manager)
             plan = make_plan(
                 params,
                 rule,
                 self.world_size,
+                has_manager=manager is not None,
                 zero_grad=options["zero_grad"],
                 skip_nonfinite=options["skip_nonfinite"],
                 clip_grad_norm=options["clip_grad_norm"],
@@ -114,7 +129,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
                     f"({signatures[0]} / {other}); every rank passes the same"
                 )
         self.rule, self.defaults, self._groups = plan.rule, plan.defaults, plan.groups
-        self._formats, self._totals, self._storage = plan.formats, plan.totals, plan.storage
+        self._units, self._formats, self._storage = plan.units, plan.formats, plan.storage
         self.zeroes_grad, self.skip_nonfinite, self._max_norm = (
             plan.zero_grad,
             plan.skip_nonfinite,
@@ -124,10 +139,9 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
         #: Every rank's shard: ``partition.shards[rank]`` is a range of the flat param vector.
         self.partition: Partition = plan.partition
-        dtypes = [g.param_dtype for g in self._groups]
-        self._staging = ShardStaging(self.partition, self.rank, [g.slots for g in self._groups], dtypes)
         try:
-            self._inner = self._build_shard(options["device"])
+            self._staging, self._device = make_staging(self._units, self.partition, self.rank, manager)
+            self._inner = self._build_shard(options["device"], manager)
         except Exception as exc:
             error = exc
         try:
@@ -139,21 +153,22 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
 
     # -- construction ------------------------------------------------------------------------
 
-    def _build_shard(self, device: int | str | None) -> Optimizer | None:
-        """This rank's optimizer: one param group per piece of a group its shard holds, each a
-        window of that group's whole buffer."""
+    def _build_shard(self, device: int | str | None, manager: Any) -> Optimizer | None:
+        """This rank's optimizer (on ``manager`` when given): one param group per piece of a
+        buffer set its shard holds, each a window of that buffer set."""
         staging = self._staging
         if not staging.pieces:
             return None  # more ranks than blocks: this one owns nothing
-        if device is None:
+        if device is None and manager is None:
             hardware = [d.index for d in list_devices() if not d.is_software]
             local = self._comm.local_rank if self._comm.local_rank is not None else self.rank
             device = device_for_rank(local, hardware, os.environ.get(DEVICE_ENV))
         groups, windows = [], []
         for piece, array in zip(staging.pieces, staging.piece_params, strict=True):
-            options = self._groups[piece.group].options
+            unit = self._units[piece.group]
+            options = self._groups[unit.group].options
             groups.append({**{k: options[k] for k in self.rule.defaults}, "params": [array]})
-            windows.append(Window(piece.group, piece.lo, self._totals[piece.group]))
+            windows.append(Window(piece.group, piece.lo, unit.n))
         staging.refresh_pieces()
         st = self._storage
         # fp32 params take updates exactly whatever the flag says; a shard of fp32 groups only
@@ -167,30 +182,37 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             state_dtype=st.state_dtype,
             stochastic_rounding=stochastic,
             seed=st.seed,
+            manager=manager,
             _windows=windows,
         )
 
     # -- stepping ------------------------------------------------------------------------
 
-    def step(self, grads: Sequence[Any]) -> StepHandle:
+    def step(self, grads: Sequence[Any] | None = None, *, wait: bool = True) -> StepHandle:
         """One step with this rank's own gradients (one per param, in param order, not yet
-        reduced). Collective: every rank calls it. Every rank ends with the same params: those
-        one process gets from the mean of the ranks' gradients. A bad gradient or
-        hyperparameter on any rank raises the same error on every rank, and changes nothing.
-        The handle is done; ``skipped`` says whether ``skip_nonfinite`` skipped the step."""
+        reduced: NumPy arrays, or kp tensors for kp tensor params; None: every param is a kp
+        tensor, and its gradient is in :meth:`grad_buffer`). Collective: every rank calls it.
+        Every rank ends with the same params: those one process gets from the mean of the
+        ranks' gradients. A bad gradient or hyperparameter on any rank raises the same error on
+        every rank, and changes nothing. Steps are synchronous (``wait`` is taken for
+        ``vk_adam.Optimizer``'s signature): the handle is done; ``skipped`` says whether
+        ``skip_nonfinite`` skipped the step."""
         started = time.perf_counter()
         error: BaseException | None = None
-        prepared: list[list[Any]] = []
+        units: list[list[Any]] = []
         try:
-            prepared = self._check_step(grads)
+            wait is True or wait is False or check_options(None, None, wait=wait)
+            units = self._check_step(grads)
         except Exception as exc:
             error = exc
         agree(self._comm, error, "step()", float(self._groups[0].step) if self._groups else 0.0)
         self._consolidated = None
         times = dict.fromkeys(_PHASES, 0.0)
         times["agree"] = time.perf_counter() - started
-        staging, comm = self._staging, self._comm
-        self._timed(times, "staging", staging.stage_grads, prepared)
+        staging, comm, device = self._staging, self._comm, self._device
+        self._timed(times, "staging", staging.stage_grads, units)
+        if device is not None:  # device gradients, and this rank's shard of the device params
+            self._timed(times, "staging", device.pull, units)
         self._timed(times, "reduce_scatter", comm.reduce_scatter_sum, staging.grad_send, staging.grad_recv)
         self._timed(times, "staging", staging.mean, self.world_size)
         skipped, scale = self._timed(times, "norm", self._norm_and_check)
@@ -205,19 +227,26 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             self._timed(times, "staging", staging.fill_param_send)
             self._timed(times, "all_gather", comm.all_gather, staging.param_send, staging.param_recv)
             self._timed(times, "staging", staging.scatter_params)
+            if device is not None:
+                self._timed(times, "staging", device.push, self.zeroes_grad)
             for group in self._groups:
                 group.step += 1
         times["total"] = time.perf_counter() - started
         self.last_timings = times
         return handle
 
-    def _check_step(self, grads: Sequence[Any]) -> list[list[Any]]:
-        """Everything ``step`` checks on this rank before the ranks agree to go on."""
+    def _check_step(self, grads: Sequence[Any] | None) -> list[list[Any]]:
+        """Everything ``step`` checks on this rank before the ranks agree to go on; returns the
+        gradients per buffer set (``_plan.Unit``)."""
         self._check_open()
+        if self._device is not None:
+            self._device.refuse_unwritten()
         if grads is None:
-            raise TypeError("step() takes this rank's gradients, one per param (no device grad buffer here)")
-        prepared = prepare_grads(grads, self._groups)
-        assert prepared is not None
+            flat = taken_grad_buffers(self._device, len(self._units))
+        else:
+            prepared = prepare_grads(grads, self._groups)
+            assert prepared is not None
+            flat = [g for group in prepared for g in group]
         revalidate(self.rule, self._groups, self.zeroes_grad)
         for gi, group in enumerate(self._groups):
             values = self.rule.push_constants(group.options, group.step + 1)
@@ -226,7 +255,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
                     f"rule {self.rule.name!r}: push_constants() returned {len(values)} values for param "
                     f"group {gi}; its shader declares hyper_count={group.variant.hyper_count}"
                 )
-        return prepared
+        return [flat[u.first : u.first + len(u.slots)] for u in self._units]
 
     def _timed(self, times: dict[str, float], key: str, call: Callable[..., _T], *args: Any) -> _T:
         """``call(*args)``, its seconds added to ``times[key]``, less the communicator's own
@@ -261,7 +290,8 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         assert self._inner is not None
         self._staging.refresh_pieces()
         for piece, options in zip(self._staging.pieces, self._inner.param_groups, strict=True):
-            options.update({k: self._groups[piece.group].options[k] for k in self.rule.defaults})
+            group = self._groups[self._units[piece.group].group]
+            options.update({k: group.options[k] for k in self.rule.defaults})
         return self._staging.shard_grads()
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -270,6 +300,8 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         """Free this rank's Vulkan objects (not collective)."""
         if self._inner is not None:
             self._inner.close()
+        if self._device is not None:
+            self._device.close()
         self._closed = True
 
     def __repr__(self) -> str:
