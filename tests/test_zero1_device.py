@@ -356,6 +356,16 @@ CASES: dict[str, dict[str, Any]] = {
         "steps": 3,
         "bad_step": 1,
     },
+    # 2 blocks for 3 ranks: the last rank owns nothing, yet copies every gradient and param
+    "kp-tiny-empty-shard": {
+        "params": "kp",
+        "rule": "adamw",
+        "groups": [[(10,), (3,)]],
+        "options": {"lr": 1e-2},
+        "exact_mean": True,
+        "steps": 3,
+        "bad_step": 1,
+    },
     # AMSGrad with L2 decay, bf16 state, a schedule: random means
     "lora-adam-amsgrad": {
         "params": "lora",
@@ -524,11 +534,17 @@ def test_mpirun_over_device_buffers_matches_one_process(tmp_path, kp_manager, wo
 
 @pytest.mark.slow  # multi-process
 @needs_mpi
-def test_mapped_staging_over_mpirun_matches_one_process(tmp_path, kp_manager, monkeypatch):
+@pytest.mark.parametrize("case", ["kp-adamw-clip-groups", "kp-tiny-empty-shard"])
+def test_mapped_staging_over_mpirun_matches_one_process(tmp_path, kp_manager, monkeypatch, case):
     """Where the device cannot import host memory (here: $VK_ADAM_HOST_IMPORT=0), the host
     buffers are host-visible kp tensors' mapped memory: the same results."""
     monkeypatch.setenv("VK_ADAM_HOST_IMPORT", "0")
-    _run_case("mpi", 3, "kp-adamw-clip-groups", tmp_path, kp_manager, "mapped staging")
+    _run_case("mpi", 3, case, tmp_path, kp_manager, "mapped staging")
+
+
+@pytest.mark.slow  # multi-process
+def test_a_rank_that_owns_nothing_still_moves_the_device_buffers(tmp_path, kp_manager):
+    _run_case("torch", 3, "kp-tiny-empty-shard", tmp_path, kp_manager, "host memory import")
 
 
 @pytest.mark.slow  # multi-process

@@ -13,7 +13,12 @@ ends with the params one process gets from the mean gradient. The collectives ru
     opt.consolidate_state_dict(to=0)       # on every rank; then on rank 0:
     sd = opt.state_dict()                  # the layout of one process's optimizer
     opt.load_state_dict(sd)                # at any world size: re-sharded
+    opt = vkd.ZeroRedundancyOptimizer(kp_tensors, "adamw", manager=mgr)   # device buffers
+    opt = vkd.ZeroRedundancyOptimizer(lora_adapter, "adamw", manager=mgr) # a LoRA adapter's
+    opt.step()                             # device params: reads opt.grad_buffer(group, index)
 
+Device params (kp tensors, a LoRA adapter's buffer) are updated in place in every rank's own
+buffers; the GPU copies them to and from the collectives' host memory directly (``_device``).
 Importing this module imports neither torch nor mpi4py; making an optimizer imports the one it
 uses. docs/distributed.md has the semantics, the failure behaviour and the measurements.
 """

@@ -59,6 +59,7 @@ class ShardStaging:
         wire = self.raw or np.float32
         self.param_send = np.zeros(size, wire)
         self.param_recv = alloc(size * world, wire)
+        self._grad_views = [self.grad_recv[p.at : p.at + p.size] for p in self.pieces]
 
     def stage_grads(self, grads: Sequence[Sequence[Any]]) -> None:
         """Every host gradient (per buffer set, per param) into ``grad_send``, as float32; others
@@ -77,10 +78,11 @@ class ShardStaging:
         np.divide(self.grad_recv, np.float32(world), out=self.grad_recv)
 
     def shard_grads(self) -> list[Array]:
-        """Each piece's mean gradient, in its params' dtype."""
+        """Each piece's mean gradient, in its params' dtype: float32 pieces get the same views of
+        ``grad_recv`` every step (so the shard's optimizer can keep a host import of them)."""
         return [
-            self.grad_recv[p.at : p.at + p.size].astype(a.dtype, copy=False)
-            for p, a in zip(self.pieces, self.piece_params, strict=True)
+            view if a.dtype == np.float32 else view.astype(a.dtype)
+            for view, a in zip(self._grad_views, self.piece_params, strict=True)
         ]
 
     def refresh_pieces(self) -> None:
