@@ -64,8 +64,8 @@ class DeviceStaging:
         found = sharing(manager)
         self.imports = bool(host_import and found is not None and found.host_import)
         self._alignment = max(found.min_host_alignment if found is not None else 0, PAGE)
-        # id(array) -> (array, the tensor over its memory, the array's first byte in it)
-        self._where: dict[int, tuple[Array, Any, int]] = {}
+        # (array, the tensor over its memory, the array's first byte in it) per array made
+        self._made: list[tuple[Array, Any, int]] = []
         self._tensors: list[Any] = []
         self._zero: Any = None
         self._zero_bytes = 0
@@ -99,13 +99,18 @@ class DeviceStaging:
             mapped: Array = tensor.data()
             array, offset = mapped.view(np.uint8)[:nbytes].view(dtype), 0
         self._tensors.append(tensor)
-        self._where[id(array)] = (array, tensor, offset)
+        self._made.append((array, tensor, offset))
         return array
 
     def _locate(self, array: Array) -> tuple[Any, int]:
-        entry = self._where.get(id(array))
-        assert entry is not None and entry[0] is array, "an array made by zeros()"
-        return entry[1], entry[2]
+        """The tensor over ``array`` (one made by :meth:`zeros`, or a view into one) and the
+        array's first byte in it."""
+        address = int(array.ctypes.data)
+        for made, tensor, offset in self._made:
+            start = int(made.ctypes.data)
+            if start <= address and address + array.nbytes <= start + made.nbytes:
+                return tensor, offset + address - start
+        raise AssertionError("an array made by zeros(), or a view of one")
 
     def _barrier(self, tensors: Sequence[Any]) -> Any:
         """Everything after it after every earlier compute and transfer write to ``tensors``
@@ -184,7 +189,7 @@ class DeviceStaging:
 
     def close(self) -> None:
         """Free the imports and host tensors (the caller waited for the device)."""
-        tensors, self._tensors, self._where, self._zero = self._tensors, [], {}, None
+        tensors, self._tensors, self._made, self._zero = self._tensors, [], [], None
         sequence, self._sequence = self._sequence, None
         if sequence is not None:
             sequence.destroy()

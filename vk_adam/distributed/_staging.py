@@ -11,7 +11,8 @@ memory the device reads and writes in place); the copies here skip them.
   the sum, then of the mean.
 * ``pieces``: this rank's shard of the params, one array per piece of a param group, the params
   of the rank's own optimizer (refreshed from the rank's params before each step, so an edit
-  of the params between steps is taken, as one process takes it).
+  of the params between steps is taken, as one process takes it); views of ``param_send``
+  when every group has one width.
 * ``param_send`` / ``param_recv``: the updated shard and every rank's, what the all-gather
   moves: the params' own bits when every group has one width (uint32 or uint16 words), else
   float32 values (16-bit values widen and narrow back exactly).
@@ -48,17 +49,21 @@ class ShardStaging:
     ):
         self.partition, self.rank, self.slots = partition, rank, slots
         self.pieces = partition.pieces(rank)
-        self.piece_params: list[Array] = [
-            alloc(p.size, fmt.NUMPY_DTYPES[dtypes[p.group]]) for p in self.pieces
-        ]
         size, world = partition.max_shard, partition.world
         self.grad_send = alloc(size * world, np.float32)  # padding stays zero
         self.grad_recv = np.zeros(size, np.float32)
         widths = {np.dtype(fmt.NUMPY_DTYPES[d]).itemsize for d in dtypes}
         self.raw: Any = {4: np.uint32, 2: np.uint16}[widths.pop()] if len(widths) == 1 else None
         wire = self.raw or np.float32
-        self.param_send = np.zeros(size, wire)
+        self.param_send = alloc(size, wire)
         self.param_recv = alloc(size * world, wire)
+        # With one width the pieces are views of param_send: the updated shard is sent in place.
+        self.piece_params: list[Array] = [
+            self.param_send[p.at : p.at + p.size].view(fmt.NUMPY_DTYPES[dtypes[p.group]])
+            if self.raw
+            else alloc(p.size, fmt.NUMPY_DTYPES[dtypes[p.group]])
+            for p in self.pieces
+        ]
         self._grad_views = [self.grad_recv[p.at : p.at + p.size] for p in self.pieces]
 
     def stage_grads(self, grads: Sequence[Sequence[Any]]) -> None:
@@ -95,7 +100,9 @@ class ShardStaging:
                     array[a - piece.lo : b - piece.lo] = source[a - slot.offset : b - slot.offset]
 
     def fill_param_send(self) -> None:
-        """The pieces (updated) into ``param_send``."""
+        """The pieces (updated) into ``param_send`` (where they are not views of it)."""
+        if self.raw:
+            return
         for piece, array in zip(self.pieces, self.piece_params, strict=True):
             values = array.view(self.raw) if self.raw else array
             self.param_send[piece.at : piece.at + piece.size] = values
