@@ -255,7 +255,7 @@ def test_a_16_bit_lora_adapter_takes_the_host_path(rng, one_rank, kp_manager):
     ref.close()
 
 
-def test_what_device_params_refuse(rng, one_rank, kp_manager):
+def test_what_device_params_refuse(rng, one_rank, kp_manager, monkeypatch):
     mgr = kp_manager
     param = _upload(mgr, rng.standard_normal(300).astype(np.float32))
     # kp tensors need the manager that made them: a ValueError as one process raises, and the
@@ -269,6 +269,10 @@ def test_what_device_params_refuse(rng, one_rank, kp_manager):
         vkd.ZeroRedundancyOptimizer([param, np.zeros(3, np.float32)], "adamw", manager=mgr)
     with pytest.raises(ValueError, match="stochastic_rounding"):
         vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr, stochastic_rounding=True)
+    with monkeypatch.context() as m:  # a stock kp cannot copy byte ranges: said, not crashed
+        m.setattr("vk_adam._runtime.device_staging.region_copies_available", lambda: False)
+        with pytest.raises(TypeError, match="needs vk-adam's patched kp"):
+            vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr)
     # never written: refused at the step, before anything changes, as one process refuses it
     unwritten = mgr.tensor(np.zeros(300, np.float32))
     opt = vkd.ZeroRedundancyOptimizer([unwritten], "adamw", manager=mgr)
