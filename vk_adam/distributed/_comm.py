@@ -192,16 +192,10 @@ def make_communicator(comm: Any, process_group: Any) -> Communicator:
     return TorchCommunicator(process_group)
 
 
-class ManagerMissingError(TypeError, ValueError):
-    """kp tensor params without ``manager=``: a ValueError, as one process's optimizer raises,
-    and a TypeError, as ZeRO-1 raised for kp tensors before it took them."""
-
-
 #: Errors that keep their type when every rank raises a failing rank's error.
 _KINDS: dict[str, type[Exception]] = {
     "TypeError": TypeError,
     "ValueError": ValueError,
-    "ManagerMissingError": ManagerMissingError,
     "OptimizerClosedError": _errors.OptimizerClosedError,
     "NoVulkanDeviceError": _errors.NoVulkanDeviceError,
     "ShaderMissingError": _errors.ShaderMissingError,

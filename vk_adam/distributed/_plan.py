@@ -23,7 +23,6 @@ from .._rules.checks import check_rule_object
 from .._rules.registry import default_registry
 from .._rules.rule import UpdateRule
 from .._runtime import MAX_ELEMENTS, is_kp_tensor
-from ._comm import ManagerMissingError
 from ._shard import Partition, partition
 
 
@@ -104,10 +103,7 @@ def make_plan(
     if not has_manager and (
         _holds_kp(params) or any(_holds_kp(p.get("params") if isinstance(p, Mapping) else p) for p in listed)
     ):
-        raise ManagerMissingError(
-            "params include kp tensors, and kp tensors are not supported without manager=: pass "
-            "the kp.Manager that created them as manager=..."
-        )
+        raise ValueError("params include kp tensors: pass the kp.Manager that created them as manager=...")
     defaults, options_list = group_options(the_rule, params, hyper, has_manager=has_manager)
     if max_norm is not None:
         check_harness(the_rule.variant_for(g) for g in options_list)
