@@ -33,7 +33,7 @@ PY
   "$PYTHON" examples/interop/live_weights.py --steps 10 > "$OUT/live_weights.txt" 2>&1; tail -2 "$OUT/live_weights.txt"
   ;;
 suite)
-  timeout "${SUITE_SECONDS:-500}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
+  timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
     -p no:cacheprovider -q > "$OUT/suite.txt" 2>&1
   echo "suite rc=$?"; tail -8 "$OUT/suite.txt"
   ;;
