@@ -163,6 +163,19 @@ def test_a_kp_tensor_never_written_is_refused_until_uploaded(two_devices):
     assert np.all(np.isfinite(after)) and not np.array_equal(before, after)
 
 
+def test_adam_update_refuses_kp_tensors_never_written(two_devices):
+    a, _ = two_devices
+    values = np.full(64, 5.0, np.float32)
+    buffers = [a.tensor(values.copy()) for _ in range(4)]  # staging filled, device memory not
+    a.sequence().eval(kp.OpTensorSyncDevice(buffers[:2]))
+    with pytest.raises(ValueError, match=r"exp_avg is a kp tensor whose device memory was never written"):
+        vk_adam.adam_update(*buffers, 1, {"lr": 1e-3}, manager=a)
+    assert np.array_equal(_download(a, buffers[0]), values)  # nothing was stepped
+    a.sequence().eval(kp.OpTensorSyncDevice(buffers[2:]))
+    vk_adam.adam_update(*buffers, 1, {"lr": 1e-3}, manager=a)
+    assert np.all(_download(a, buffers[0]) < 5.0)
+
+
 def test_device_info_reports_the_uuid_and_what_can_be_shared():
     with vk_adam.AdamW([np.zeros(8, np.float32)]) as opt:
         info = opt.device

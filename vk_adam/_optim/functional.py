@@ -15,6 +15,7 @@ import numpy as np
 from .._rules.builtin import ADAMW
 from .._rules.spirv import load_spirv
 from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .._runtime.external import refuse_unwritten
 from .clipping import initial_status
 from .groups import check_hyper_types, check_options
 from .values import as_step, show
@@ -64,6 +65,8 @@ def adam_update(
     if all(on_device):
         if manager is None:
             raise ValueError("kp tensor buffers need the kp.Manager that created them: manager=...")
+        for name, b in zip(names, buffers, strict=True):
+            refuse_unwritten(b, name)
         sizes = [int(b.size()) for b in buffers]
     else:
         for name, b in zip(names, buffers, strict=True):
