@@ -559,3 +559,12 @@ def test_a_device_checkpoint_of_3_ranks_loads_at_2(tmp_path, kp_manager):
     resumed = dict(config, load=str(tmp_path / "three" / "state.pkl"))
     done, _ = launch("mpi", 2, resumed, tmp_path / "two")
     check_device_job(resumed, 2, tmp_path / "two", done, kp_manager, "host memory import")
+
+
+def test_step_without_grads_on_numpy_params_is_refused_as_in_one_process(rng, one_rank):
+    p = rng.standard_normal(64).astype(np.float32)
+    kept = p.copy()
+    with vkd.ZeroRedundancyOptimizer([p], "adamw") as opt:
+        with pytest.raises(ValueError, match=r"step\(\) without grads on NumPy params: pass"):
+            opt.step()
+    assert p.tobytes() == kept.tobytes()

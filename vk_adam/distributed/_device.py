@@ -83,8 +83,9 @@ def taken_grad_buffers(device: DeviceParams | None, count: int) -> list[Any]:
     """What ``step()`` without grads reads: the gradient buffer of every param (``count`` buffer
     sets, all kp tensors), each taken with ``grad_buffer()``; else the error."""
     if device is None or len(device.units) != count:
-        raise TypeError(
-            "step() takes this rank's gradients, one per param (NumPy params have no device grad buffer here)"
+        raise ValueError(
+            "step() without grads on NumPy params: pass this rank's gradients, step(grads), one per "
+            "param in param order (ZeRO-1 keeps no device gradient buffer for NumPy params)"
         )
     missing = next((u for i, u in device.units.items() if not device.taken(i)), None)
     if missing is not None:
