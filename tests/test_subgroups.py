@@ -168,8 +168,10 @@ def test_the_update_pipeline_is_sized_for_the_workgroup_size(monkeypatch):
     with vk_adam.AdamW([np.zeros(4 * 5000, np.float32)], lr=1e-3) as opt:
         opt.step([np.ones(4 * 5000, np.float32)])
     # the update alone (no clipping, no non-finite check): a vec4 per invocation (the flat
-    # buffer is padded), in workgroups of 1,024
-    assert [(items >= 5000, threads) for items, threads in sized] == [(True, 1024)]
+    # buffer is padded), in workgroups of 1,024; where the driver can bind the array's own
+    # memory (host import), a second update pipeline over it, sized the same way
+    assert 1 <= len(sized) <= 2
+    assert all(items >= 5000 and threads == 1024 for items, threads in sized), sized
 
 
 def test_variant_names():
