@@ -141,7 +141,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         self.partition: Partition = plan.partition
         try:
             self._staging, self._device = make_staging(self._units, self.partition, self.rank, manager)
-            self._inner = self._build_shard(options["device"], manager)
+            self._inner = _build_shard(self, options["device"], manager)
         except Exception as exc:
             error = exc
         try:
@@ -150,41 +150,6 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             self.close()
             raise
         self._closed = False
-
-    # -- construction ------------------------------------------------------------------------
-
-    def _build_shard(self, device: int | str | None, manager: Any) -> Optimizer | None:
-        """This rank's optimizer (on ``manager`` when given): one param group per piece of a
-        buffer set its shard holds, each a window of that buffer set."""
-        staging = self._staging
-        if not staging.pieces:
-            return None  # more ranks than blocks: this one owns nothing
-        if device is None and manager is None:
-            hardware = [d.index for d in list_devices() if not d.is_software]
-            local = self._comm.local_rank if self._comm.local_rank is not None else self.rank
-            device = device_for_rank(local, hardware, os.environ.get(DEVICE_ENV))
-        groups, windows = [], []
-        for piece, array in zip(staging.pieces, staging.piece_params, strict=True):
-            unit = self._units[piece.group]
-            options = self._groups[unit.group].options
-            groups.append({**{k: options[k] for k in self.rule.defaults}, "params": [array]})
-            windows.append(Window(piece.group, piece.lo, unit.n))
-        staging.refresh_pieces()
-        st = self._storage
-        # fp32 params take updates exactly whatever the flag says; a shard of fp32 groups only
-        # must not pass it (the optimizer refuses stochastic rounding without 16-bit params)
-        stochastic = st.stochastic_rounding and any(a.dtype != np.float32 for a in staging.piece_params)
-        return Optimizer(
-            groups,
-            self.rule,
-            device=device,
-            zero_grad=self.zeroes_grad,
-            state_dtype=st.state_dtype,
-            stochastic_rounding=stochastic,
-            seed=st.seed,
-            manager=manager,
-            _windows=windows,
-        )
 
     # -- stepping ------------------------------------------------------------------------
 
@@ -308,3 +273,38 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         lo, hi = self.shard
         name = self.rule.name
         return f"ZeroRedundancyOptimizer({name!r}, rank {self.rank} of {self.world_size}, shard [{lo}, {hi}))"
+
+
+def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manager: Any) -> Optimizer | None:
+    """The optimizer of ``zero``'s shard on this rank (on ``manager`` when given): one param
+    group per piece of a buffer set its shard holds, each a window of that buffer set. Kept out
+    of the class, which it builds, to keep the class short."""
+    staging = zero._staging
+    if not staging.pieces:
+        return None  # more ranks than blocks: this one owns nothing
+    if device is None and manager is None:
+        hardware = [d.index for d in list_devices() if not d.is_software]
+        local = zero._comm.local_rank if zero._comm.local_rank is not None else zero.rank
+        device = device_for_rank(local, hardware, os.environ.get(DEVICE_ENV))
+    groups, windows = [], []
+    for piece, array in zip(staging.pieces, staging.piece_params, strict=True):
+        unit = zero._units[piece.group]
+        options = zero._groups[unit.group].options
+        groups.append({**{k: options[k] for k in zero.rule.defaults}, "params": [array]})
+        windows.append(Window(piece.group, piece.lo, unit.n))
+    staging.refresh_pieces()
+    st = zero._storage
+    # fp32 params take updates exactly whatever the flag says; a shard of fp32 groups only
+    # must not pass it (the optimizer refuses stochastic rounding without 16-bit params)
+    stochastic = st.stochastic_rounding and any(a.dtype != np.float32 for a in staging.piece_params)
+    return Optimizer(
+        groups,
+        zero.rule,
+        device=device,
+        zero_grad=zero.zeroes_grad,
+        state_dtype=st.state_dtype,
+        stochastic_rounding=stochastic,
+        seed=st.seed,
+        manager=manager,
+        _windows=windows,
+    )
