@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,3 +38,30 @@ def scale_error(actual: np.ndarray, expected: np.ndarray) -> float:
 def random_grad(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Gradients whose scale changes from step to step (1e-3 .. 1e2), never all zeros."""
     return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)
+
+
+@contextmanager
+def gloo_world_of_one() -> Iterator[None]:
+    """A torch.distributed gloo process group of one rank, this process, on a free local port."""
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def assert_same_refusals(ranks: Sequence[Mapping[str, Any]], expected: Mapping[str, tuple[str, str]]) -> None:
+    """Each bad input a ZeRO-1 worker tried (``expected``: key -> (error type, text)) raised the
+    same error on every rank, naming a rank."""
+    for key, (kind, text) in expected.items():
+        messages = {r[key] for r in ranks}
+        assert len(messages) == 1, messages  # the same error on every rank
+        message = messages.pop()
+        assert message is not None and message.startswith(kind) and text in message and "rank" in message, (
+            message
+        )

@@ -36,7 +36,7 @@ import vk_adam
 from vk_adam.schedules import CosineDecay
 
 from . import zero1_worker as worker
-from .conftest import scale_error
+from .conftest import assert_same_refusals, scale_error
 
 WORKER = str(Path(worker.__file__).resolve())
 HAS_MPI = shutil.which("mpirun") is not None
@@ -340,13 +340,7 @@ def _check_refusals(ranks: list[dict[str, Any]], world: int) -> None:
         "bad_dtype": ("TypeError", "grad for"),
         "bad_lr": ("ValueError", "Invalid learning rate"),
     }
-    for key, (kind, text) in expected.items():
-        messages = {r[key] for r in ranks}
-        assert len(messages) == 1, messages  # the same error on every rank
-        message = messages.pop()
-        assert message is not None and message.startswith(kind) and text in message and "rank" in message, (
-            message
-        )
+    assert_same_refusals(ranks, expected)
     assert all(r["unchanged_after_bad_input"] for r in ranks)
 
 

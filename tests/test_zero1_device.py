@@ -16,7 +16,6 @@ another world size. Seeds are printed.
 from __future__ import annotations
 
 import pickle
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from vk_adam.lora import LoRAAdapter, update_lora_adapter
 from vk_adam.schedules import CosineDecay
 
 from . import zero1_worker as worker
-from .conftest import random_grad
+from .conftest import assert_same_refusals, gloo_world_of_one, random_grad
 from .test_zero1 import _close, _prepare, launch, mean_grad, needs_mpi
 
 # -- one rank, in this process ----------------------------------------------------------------------
@@ -43,12 +42,8 @@ def one_rank():
 
     if dist.is_initialized():
         pytest.skip("a process group is already initialized in this process")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
+    with gloo_world_of_one():
+        yield
 
 
 @pytest.fixture(params=["import", "mapped"])
@@ -484,11 +479,7 @@ def check_device_job(
             "bad_unwritten": ("ValueError", "never written"),
             "bad_lr": ("ValueError", "Invalid learning rate"),
         }
-        for key, (kind, text) in expected_errors.items():
-            messages = {r[key] for r in ranks}
-            assert len(messages) == 1, messages  # the same error on every rank
-            message = messages.pop()
-            assert message is not None and message.startswith(kind) and text in message and "rank" in message
+        assert_same_refusals(ranks, expected_errors)
         assert all(r["unchanged_after_bad_input"] and r["grads_kept_after_bad_input"] for r in ranks)
     if config.get("resume_at") is not None:  # stopped, saved, loaded, resumed: bit for bit
         for r, f in zip(ranks, flat, strict=True):

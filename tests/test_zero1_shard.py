@@ -7,7 +7,6 @@ lavapipe. A one-rank torch.distributed group runs the wrapper itself in this pro
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 
@@ -24,7 +23,7 @@ from vk_adam.distributed._comm import agree, make_communicator
 from vk_adam.distributed._shard import device_for_rank, local_rank, partition
 from vk_adam.distributed._staging import ShardStaging
 
-from .conftest import random_grad, scale_error
+from .conftest import gloo_world_of_one, random_grad, scale_error
 
 
 def _random_totals(rng: np.random.Generator, block: int) -> list[int]:
@@ -264,12 +263,8 @@ def one_rank_group():
         pytest.skip("a process group is already initialized in this process")
     with pytest.raises(RuntimeError, match="not initialized"):
         make_communicator(None, None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
+    with gloo_world_of_one():
+        yield
 
 
 def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):

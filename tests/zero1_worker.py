@@ -22,6 +22,7 @@ import json
 import pickle
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,28 @@ class Job:
             dist.destroy_process_group()
 
 
+def _record_refusals(
+    job: Job, opt: Any, grads: Any, attempts: dict[str, Callable[[], Any]], seen: dict[str, Any]
+) -> None:
+    """Run each bad step (and one with a bad learning rate on one rank), recording every
+    error as ``seen["bad_<name>"]`` for the test to compare across ranks."""
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            seen[f"bad_{name}"] = None
+        except Exception as exc:  # recorded, and compared across ranks by the test
+            seen[f"bad_{name}"] = f"{type(exc).__name__}: {exc}"
+    saved = opt.param_groups[0]["lr"]
+    if job.rank == min(1, job.size - 1):
+        opt.param_groups[0]["lr"] = -1.0
+    try:
+        opt.step(grads)
+        seen["bad_lr"] = None
+    except Exception as exc:
+        seen["bad_lr"] = f"{type(exc).__name__}: {exc}"
+    opt.param_groups[0]["lr"] = saved
+
+
 def _try_bad_inputs(job: Job, opt: Any, params: Any, grads: list[np.ndarray], seen: dict[str, Any]) -> None:
     """Bad input on one rank: every rank must raise the same error, and nothing may change."""
     last = job.size - 1
@@ -130,21 +153,7 @@ def _try_bad_inputs(job: Job, opt: Any, params: Any, grads: list[np.ndarray], se
         "count": lambda: opt.step(grads[:-1] if job.rank == 0 else grads),
         "dtype": lambda: opt.step([g.astype(np.int32) if job.rank == last else g for g in grads]),
     }
-    for name, attempt in attempts.items():
-        try:
-            attempt()
-            seen[f"bad_{name}"] = None
-        except Exception as exc:  # recorded, and compared across ranks by the test
-            seen[f"bad_{name}"] = f"{type(exc).__name__}: {exc}"
-    saved = opt.param_groups[0]["lr"]
-    if job.rank == min(1, last):
-        opt.param_groups[0]["lr"] = -1.0
-    try:
-        opt.step(grads)
-        seen["bad_lr"] = None
-    except Exception as exc:
-        seen["bad_lr"] = f"{type(exc).__name__}: {exc}"
-    opt.param_groups[0]["lr"] = saved
+    _record_refusals(job, opt, grads, attempts, seen)
     seen["unchanged_after_bad_input"] = _digest(params) == before
 
 
@@ -381,21 +390,7 @@ def _try_bad_device_inputs(
             [unwritten if (i == 0 and job.rank == 0) else g for i, g in enumerate(tensors)]
         ),
     }
-    for name, attempt in attempts.items():
-        try:
-            attempt()
-            seen[f"bad_{name}"] = None
-        except Exception as exc:  # recorded, and compared across ranks by the test
-            seen[f"bad_{name}"] = f"{type(exc).__name__}: {exc}"
-    saved = opt.param_groups[0]["lr"]
-    if job.rank == min(1, last):
-        opt.param_groups[0]["lr"] = -1.0
-    try:
-        opt.step(grads)
-        seen["bad_lr"] = None
-    except Exception as exc:
-        seen["bad_lr"] = f"{type(exc).__name__}: {exc}"
-    opt.param_groups[0]["lr"] = saved
+    _record_refusals(job, opt, grads, attempts, seen)
     seen["unchanged_after_bad_input"] = _digest(dev.params(opt)) == before
     seen["grads_kept_after_bad_input"] = all(
         a.tobytes() == np.asarray(g, np.float32).reshape(-1).tobytes()
