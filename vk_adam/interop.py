@@ -30,6 +30,7 @@ import numpy as np
 
 from ._runtime import as_manager, is_kp_tensor
 from ._runtime import external as _ext
+from ._runtime.cuda_views import as_torch, to_cuda, to_vulkan
 
 #: Bump when the metadata's fields change meaning.
 METADATA_VERSION = 1
@@ -166,11 +167,11 @@ def exportable_tensor(manager: Any, array: Any) -> Any:
     info = _sharing(mgr, "fd_export")
     tensor = _ext.exportable_tensor(mgr, data)
     mgr.sequence().eval(_ext.kp_module().OpTensorSyncDevice([tensor]))
-    _ext.remember(tensor, tuple(int(n) for n in data.shape), info)
+    _ext.remember(tensor, tuple(int(n) for n in data.shape), info, mgr)
     return tensor
 
 
-def _made(tensor: Any) -> tuple[tuple[int, ...], _ext.Sharing]:
+def _made(tensor: Any) -> tuple[tuple[int, ...], _ext.Sharing, Any]:
     found = _ext.described(tensor)
     if found is None:
         raise ValueError(
@@ -193,7 +194,7 @@ def export_memory(tensor: Any) -> ExternalMemory:
             "manager, array), or the optimizer with exportable=True"
         )
     dtype = str(tensor.data().dtype)  # the staging view's dtype: the tensor's own
-    shape, info = _made(tensor)
+    shape, info, _manager = _made(tensor)
     fd, allocation_size, memory_type = _ext.export_fd(tensor)
     return ExternalMemory(
         fd,
@@ -282,7 +283,7 @@ def import_memory(fd: int, metadata: Mapping[str, Any], *, manager: Any) -> Any:
     if owner is not None and owner._fd == fd:
         owner._taken = True
         owner._fd = -1
-    _ext.remember(tensor, meta["shape"], info)
+    _ext.remember(tensor, meta["shape"], info, mgr)
     return tensor
 
 
@@ -295,8 +296,11 @@ def device_uuid(manager: Any) -> str:
 __all__ = [
     "METADATA_VERSION",
     "ExternalMemory",
+    "as_torch",
     "device_uuid",
     "export_memory",
     "exportable_tensor",
     "import_memory",
+    "to_cuda",
+    "to_vulkan",
 ]

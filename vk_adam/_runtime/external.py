@@ -93,30 +93,32 @@ def exportable_tensor(manager: Any, data: np.ndarray) -> Any:
     return manager.tensor_exportable(np.ascontiguousarray(data).reshape(-1))
 
 
-# id(tensor) -> (weakref to it, the shape it was made with (kp tensors are flat), its device):
-# what export_memory's metadata says of an exportable or imported tensor made in this process.
-_DESCRIBED: dict[int, tuple[Any, tuple[int, ...], Sharing]] = {}
+# id(tensor) -> (weakref to it, the shape it was made with (kp tensors are flat), its device, its
+# kp.Manager): what export_memory's metadata and the CUDA hand-over need of an exportable or
+# imported tensor made in this process.
+_DESCRIBED: dict[int, tuple[Any, tuple[int, ...], Sharing, Any]] = {}
 
 
-def remember(tensor: Any, shape: tuple[int, ...], info: Sharing) -> None:
-    """Record the shape and device of an exportable or imported tensor, for ``described``."""
+def remember(tensor: Any, shape: tuple[int, ...], info: Sharing, manager: Any) -> None:
+    """Record the shape, device and manager of an exportable or imported tensor, for ``described``."""
     key = id(tensor)
-    _DESCRIBED[key] = (weakref.ref(tensor, lambda _ref: _DESCRIBED.pop(key, None)), shape, info)
+    ref = weakref.ref(tensor, lambda _ref: _DESCRIBED.pop(key, None))
+    _DESCRIBED[key] = (ref, shape, info, manager)
 
 
-def described(tensor: Any) -> tuple[tuple[int, ...], Sharing] | None:
-    """The shape and device ``remember`` recorded for ``tensor``, or None."""
+def described(tensor: Any) -> tuple[tuple[int, ...], Sharing, Any] | None:
+    """The shape, device and manager ``remember`` recorded for ``tensor``, or None."""
     entry = _DESCRIBED.get(id(tensor))
     if entry is None or entry[0]() is not tensor:
         return None
-    return entry[1], entry[2]
+    return entry[1], entry[2], entry[3]
 
 
 def exportable_buffer(manager: Any, data: np.ndarray, info: Sharing) -> Any:
     """:func:`exportable_tensor` for a buffer vk-adam makes (flat; its device ``info``), which
     ``vk_adam.interop.export_memory`` can then export."""
     tensor = exportable_tensor(manager, data)
-    remember(tensor, (int(tensor.size()),), info)
+    remember(tensor, (int(tensor.size()),), info, manager)
     return tensor
 
 
@@ -195,6 +197,38 @@ def host_read_barrier_op(tensors: list[Any], *, staging: bool = False, after_sha
     return kp.OpMemoryBarrier(tensors, src, int(access.host_read), src_stage, int(stage.host), not staging)
 
 
+def ownership_transfer_op(tensors: list[Any], manager: Any, *, to_external: bool) -> Any:
+    """A queue family ownership transfer of ``tensors``' device buffers between ``manager``'s
+    compute queue family and ``VK_QUEUE_FAMILY_EXTERNAL`` (another API, e.g. CUDA): the release
+    after Vulkan's last transfer or shader access (``to_external``), or the acquire before its
+    next one. Needs kp's patch 0018."""
+    kp = kp_module()
+    access, stage = kp.AccessFlagBits, kp.PipelineStageFlagBits
+    family = int(manager.queue_family_index(0))
+    used = int(access.shader_read | access.shader_write | access.transfer_read | access.transfer_write)
+    stages = int(stage.compute_shader | stage.transfer)
+    if to_external:  # release: the destination's access and stage are the other API's
+        args = (used, 0, stages, int(stage.bottom_of_pipe), family, int(kp.QUEUE_FAMILY_EXTERNAL))
+    else:  # acquire: the source's are the other API's
+        args = (0, used, int(stage.top_of_pipe), stages, int(kp.QUEUE_FAMILY_EXTERNAL), family)
+    src_access, dst_access, src_stage, dst_stage, src_family, dst_family = args
+    return kp.OpMemoryBarrier(
+        tensors,
+        src_access,
+        dst_access,
+        src_stage,
+        dst_stage,
+        True,
+        src_queue_family=src_family,
+        dst_queue_family=dst_family,
+    )
+
+
+def ownership_transfers() -> bool:
+    """Whether the kp build records queue family ownership transfers (patch 0018)."""
+    return "queue family ownership transfer" in kp_features().patches
+
+
 def written(tensor: Any) -> bool | None:
     """Whether a kp tensor's device memory was ever written; None when the kp build cannot tell."""
     probe = getattr(tensor, "written", None)
@@ -227,6 +261,8 @@ __all__ = [
     "import_host_range",
     "is_exportable",
     "kp_module",
+    "ownership_transfer_op",
+    "ownership_transfers",
     "refuse_unwritten",
     "remember",
     "sharing",
