@@ -36,7 +36,7 @@ import vk_adam
 from vk_adam.schedules import CosineDecay
 
 from . import zero1_worker as worker
-from .conftest import assert_same_refusals, scale_error
+from .conftest import assert_same_refusals, gloo_world_of_one, scale_error
 
 WORKER = str(Path(worker.__file__).resolve())
 HAS_MPI = shutil.which("mpirun") is not None
@@ -522,27 +522,79 @@ def test_the_example_fine_tunes_on_two_ranks(tmp_path):
 
 @pytest.mark.slow  # multi-process
 def test_bench_zero_reports_every_backend_and_the_shards_state(tmp_path):
+    """Every row, NumPy params and device buffers (kp tensors on each rank's manager) on each
+    vk-adam transport: a step time, half the state per rank, every phase, and how device buffers
+    reached host memory."""
     cmd = [sys.executable, "-m", "vk_adam", "bench", "--cases", "zero", "--zero-elements", str(2**16)]
     cmd += ["--repeats", "2", "--warmup", "1", "--out", str(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     rows = json.loads((tmp_path / "zero.json").read_text())["rows"]
-    wanted = ["vk-adam-zero1-gloo", "torch-zero-cpu", "vk-adam-1-process"] + (
-        ["vk-adam-zero1-mpi"] if HAS_MPI else []
+    zero1 = ["vk-adam-zero1-gloo", "vk-adam-zero1-gloo-device"] + (
+        ["vk-adam-zero1-mpi", "vk-adam-zero1-mpi-device"] if HAS_MPI else []
     )
+    wanted = [*zero1, "torch-zero-cpu", "vk-adam-1-process"]
     for name in wanted:
-        assert rows[name].get("step_ms", 0) > 0, (name, rows[name])
+        assert 0 < rows[name].get("step_ms", 0) < 60_000, (name, rows[name])
     single = rows["vk-adam-1-process"]["state_bytes_per_rank"][0]
     assert single == 2**16 * 8  # AdamW: two fp32 buffers
-    for name in [n for n in wanted if n.startswith("vk-adam-zero1")]:
-        assert rows[name]["state_bytes_per_rank"] == [single // 2] * 2
-        assert set(rows[name]["phases_ms"]) == {
-            "agree",
-            "staging",
-            "reduce_scatter",
-            "norm",
-            "update",
-            "all_gather",
-        }
+    for name in zero1:
+        row = rows[name]
+        assert row["params"] == ("device buffers" if name.endswith("-device") else "NumPy"), name
+        assert row["state_bytes_per_rank"] == [single // 2] * 2
+        assert row["shards"] == [[0, 2**15], [2**15, 2**16]]
+        assert set(row["phases_ms"]) == {"agree", "staging", "reduce_scatter", "norm", "update", "all_gather"}
+        assert all(0 <= ms < 60_000 for ms in row["phases_ms"].values()), (name, row["phases_ms"])
+        assert row["phases_ms"]["update"] > 0 and row["phases_ms"]["reduce_scatter"] > 0, (name, row)
+        assert sum(row["phases_ms"].values()) <= row["step_ms"] * 1.5 + 1, (name, row)
+        if name.endswith("-device"):
+            assert row["transport"] == rows[name.removesuffix("-device")]["transport"]
+            assert row["devices"] == rows[name.removesuffix("-device")]["devices"]
+            (how,) = row["device_staging"]
+            assert how in ("host memory import", "mapped staging (host-visible kp tensors)"), how
+        else:
+            assert "device_staging" not in row
+    assert rows["vk-adam-1-process"]["params"] == "NumPy"
+    assert rows["torch-zero-cpu"]["params"] == "torch CPU tensors"
     assert sum(rows["torch-zero-cpu"]["state_bytes_per_rank"]) >= single
-    assert "| vk-adam ZeRO-1 (gloo) |" in (tmp_path / "zero.md").read_text()
+    table = (tmp_path / "zero.md").read_text()
+    assert "| backend | params | transport |" in table
+    assert "| vk-adam ZeRO-1 (gloo) | NumPy |" in table
+    how = rows["vk-adam-zero1-gloo-device"]["device_staging"][0]
+    assert f"| vk-adam ZeRO-1 (gloo) | device buffers: {how} |" in table
+    if HAS_MPI:
+        assert "| vk-adam ZeRO-1 (MPI) | device buffers: " in table
+
+
+def test_bench_zero_rows_on_one_rank_and_a_failed_row_keeps_the_others(tmp_path):
+    """In this process (a one-rank gloo group, fast): the NumPy and device-buffer rows of the
+    zero bench's worker, the latter reporting how its kp tensors reached host memory; a row that
+    raises is written as failed, and the rows after it still run."""
+    import torch.distributed as dist
+
+    from vk_adam._commands.bench import zero_worker
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    config = {"elements": 3072, "tensors": 3, "warmup": 1, "repeats": 2}  # whole blocks: no padding
+
+    def broken() -> dict[str, Any]:
+        raise MemoryError("no room")
+
+    with gloo_world_of_one():
+        runs = [
+            ("numpy", lambda: zero_worker.bench_vk_zero(config, None, 0, dist.barrier)),
+            ("broken", broken),
+            ("device", lambda: zero_worker.bench_vk_zero_device(config, None, 0, dist.barrier)),
+        ]
+        zero_worker._run(runs, 0, tmp_path)
+    numpy_row, failed, device_row = (
+        json.loads((tmp_path / f"{name}-rank0.json").read_text()) for name in ("numpy", "broken", "device")
+    )
+    assert failed == {"failed": "MemoryError: no room"}
+    for row in (numpy_row, device_row):
+        assert row["step_ms"] > 0 and row["shard"] == [0, 3072] and row["state_bytes"] == 3072 * 8, row
+        assert set(row["phases_ms"]) == {"agree", "staging", "reduce_scatter", "norm", "update", "all_gather"}
+    assert device_row["device"] == numpy_row["device"]
+    assert device_row["device_staging"] in ("host memory import", "mapped staging (host-visible kp tensors)")
+    assert "device_staging" not in numpy_row

@@ -2,19 +2,23 @@
 torch's ``ZeroRedundancyOptimizer``, in one run. Writes ``zero.json`` and ``zero.md``.
 
 Rows (AdamW, ``--zero-elements`` fp32 params in 8 tensors, every rank its own gradients):
-  * ``vk-adam ZeRO-1 (gloo)``: ``vk_adam.distributed`` over torch.distributed gloo, host staging;
-  * ``vk-adam ZeRO-1 (MPI)``: the same over mpi4py, when ``mpirun`` and mpi4py are installed;
+  * ``vk-adam ZeRO-1 (gloo)``: ``vk_adam.distributed`` over torch.distributed gloo, twice: over
+    NumPy params, and over device buffers (float32 kp tensors on the rank's own ``kp.Manager``,
+    kp tensor gradients already on the device; the row records how the GPU reached the
+    collectives' host memory: ``device_staging``);
+  * ``vk-adam ZeRO-1 (MPI)``: the same two over mpi4py, when ``mpirun`` and mpi4py are installed;
   * ``vk-adam 1 process``: ``vk_adam.AdamW`` over all the params, given the mean gradient;
   * ``torch ZeRO (CPU, gloo)``: torch's ZeroRedundancyOptimizer on CPU tensors;
   * ``torch ZeRO (CUDA, ...)``: the same on CUDA tensors where torch has CUDA: NCCL when every
     rank has a GPU of its own, else gloo (NCCL refuses two ranks on one GPU; on one H200 the
     ranks share it).
-Per row: the step time (median over ``--repeats`` steps after ``--warmup``, the slowest rank's),
-the optimizer-state bytes each rank holds, and for vk-adam the phases of a step
-(reduce-scatter, update, all-gather, host staging, and the small all-reduces: agree, norm).
-The ranks are processes on this machine (``--ranks``, default 2), started by this command with
-torch's ``env://`` variables, or by mpirun; each rank opens the Vulkan device vk-adam would
-choose (with several GPUs, its local rank's; ``$VK_ADAM_DEVICE`` wins), so on one GPU they share it.
+Per row: which params it steps (``params``), the step time (median over ``--repeats`` steps
+after ``--warmup``, the slowest rank's), the optimizer-state bytes each rank holds, and for
+vk-adam the phases of a step (reduce-scatter, update, all-gather, host staging, and the small
+all-reduces: agree, norm). The ranks are processes on this machine (``--ranks``, default 2),
+started by this command with torch's ``env://`` variables, or by mpirun; each rank opens the
+Vulkan device vk-adam would choose (with several GPUs, its local rank's; ``$VK_ADAM_DEVICE``
+wins), so on one GPU they share it; its device buffers are on that device's ``kp.Manager``.
 """
 
 from __future__ import annotations
@@ -37,13 +41,18 @@ import numpy as np
 from ..._runtime import DeviceInfo
 
 WORKER = "vk_adam._commands.bench.zero_worker"
+#: Row key -> (label, the params it steps), in the report's order.
 ROWS = {
-    "vk-adam-zero1-gloo": "vk-adam ZeRO-1 (gloo)",
-    "vk-adam-zero1-mpi": "vk-adam ZeRO-1 (MPI)",
-    "vk-adam-1-process": "vk-adam 1 process",
-    "torch-zero-cpu": "torch ZeRO (CPU)",
-    "torch-zero-cuda": "torch ZeRO (CUDA)",
+    "vk-adam-zero1-gloo": ("vk-adam ZeRO-1 (gloo)", "NumPy"),
+    "vk-adam-zero1-gloo-device": ("vk-adam ZeRO-1 (gloo)", "device buffers"),
+    "vk-adam-zero1-mpi": ("vk-adam ZeRO-1 (MPI)", "NumPy"),
+    "vk-adam-zero1-mpi-device": ("vk-adam ZeRO-1 (MPI)", "device buffers"),
+    "vk-adam-1-process": ("vk-adam 1 process", "NumPy"),
+    "torch-zero-cpu": ("torch ZeRO (CPU)", "torch CPU tensors"),
+    "torch-zero-cuda": ("torch ZeRO (CUDA)", "torch CUDA tensors"),
 }
+TORCH_ROWS = ("vk-adam-zero1-gloo", "vk-adam-zero1-gloo-device", "torch-zero-cpu", "torch-zero-cuda")
+MPI_ROWS = ("vk-adam-zero1-mpi", "vk-adam-zero1-mpi-device")
 PHASES = ("reduce_scatter", "update", "all_gather", "staging", "agree", "norm")
 
 
@@ -125,11 +134,10 @@ def _one_process(config: dict[str, Any], world: int, device: int) -> dict[str, A
     """vk-adam's AdamW over every param in this process, given the mean of the ranks' gradients."""
     import vk_adam
 
-    from .zero_worker import _grads, _sizes, _timed
+    from .zero_worker import _grads, _params, _sizes, _timed
 
     sizes = _sizes(config["elements"], config["tensors"])
-    rng = np.random.default_rng(0)
-    params = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    params = _params(sizes)
     per_rank = [_grads(r, sizes) for r in range(world)]
     mean = [np.mean(gs, axis=0, dtype=np.float64).astype(np.float32) for gs in zip(*per_rank, strict=True)]
     with vk_adam.AdamW(params, lr=1e-4, device=device) as opt:
@@ -161,6 +169,8 @@ def _gather(out: Path, name: str, world: int) -> dict[str, Any] | None:
         }
         row["devices"] = sorted({r["device"] for r in ranks if r["device"]})
         row["shards"] = [r["shard"] for r in ranks]
+    if "device_staging" in ranks[0]:
+        row["device_staging"] = sorted({r["device_staging"] for r in ranks if r["device_staging"]})
     return row
 
 
@@ -178,19 +188,20 @@ def run_zero_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
         ranks_dir = Path(tmp)
         if _module_available("torch"):
             failure = _torch_job(world, config, ranks_dir, timeout)
-            for name in ("vk-adam-zero1-gloo", "torch-zero-cpu", "torch-zero-cuda"):
+            for name in TORCH_ROWS:
                 row = _gather(ranks_dir, name, world)
                 if row is not None or (failure and name != "torch-zero-cuda"):
                     rows[name] = row or {"note": f"failed: {failure}"}
         else:
             rows["vk-adam-zero1-gloo"] = {"note": "torch is not installed"}
+            rows["vk-adam-zero1-gloo-device"] = {"note": "torch is not installed"}
         if shutil.which("mpirun") and _module_available("mpi4py"):
             failure = _mpi_job(world, config, ranks_dir, timeout)
-            rows["vk-adam-zero1-mpi"] = _gather(ranks_dir, "vk-adam-zero1-mpi", world) or {
-                "note": f"{failure}"
-            }
+            for name in MPI_ROWS:
+                rows[name] = _gather(ranks_dir, name, world) or {"note": f"{failure}"}
     rows["vk-adam-1-process"] = _one_process(config, world, info.index)
     rows["vk-adam-1-process"]["state_bytes_per_rank"] = [rows["vk-adam-1-process"].pop("state_bytes")]
+    rows = {name: {"params": ROWS[name][1]} | rows[name] for name in ROWS if name in rows}
     report = {
         "meta": {
             "ranks": world,
@@ -217,17 +228,23 @@ def format_zero_table(report: dict[str, Any]) -> str:
         f"{meta['ranks']} ranks on one machine ({meta['device']}); median of {meta['repeats']} "
         "steps, the slowest rank's",
         "",
-        "| backend | transport | step ms | state MiB per rank | "
+        "| backend | params | transport | step ms | state MiB per rank | "
         + " | ".join(p.replace("_", "-") for p in PHASES)
         + " |",
-        "|---|---|---|---|" + "---|" * len(PHASES),
+        "|---|---|---|---|---|" + "---|" * len(PHASES),
     ]
     for name, row in report["rows"].items():
+        label, params = ROWS[name]
+        params = row.get("params", params)
+        if row.get("device_staging"):  # how device buffers reached host memory
+            params += f": {', '.join(row['device_staging'])}"
         if "note" in row:
-            lines.append(f"| {ROWS[name]} | {row['note'][:120]} |")
+            lines.append(f"| {label} | {params} | {row['note'][:120]} |")
             continue
         state = ", ".join(f"{b / 2**20:.2f}" for b in row["state_bytes_per_rank"])
         phases = row.get("phases_ms", {})
         cells = " | ".join(f"{phases[p]:.2f}" if p in phases else "" for p in PHASES)
-        lines.append(f"| {ROWS[name]} | {row['transport']} | {row['step_ms']:.2f} | {state} | {cells} |")
+        lines.append(
+            f"| {label} | {params} | {row['transport']} | {row['step_ms']:.2f} | {state} | {cells} |"
+        )
     return "\n".join(lines)

@@ -5,9 +5,12 @@ Over torch.distributed (the launcher sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK
 ``MASTER_ADDR``, ``MASTER_PORT``) it measures vk-adam's ZeRO-1 on gloo, and torch's
 ``ZeroRedundancyOptimizer`` (AdamW) on the CPU over gloo and, where torch has CUDA, on CUDA
 tensors (NCCL when every rank has a GPU of its own, else gloo: NCCL refuses two ranks on one
-GPU). Under mpirun it measures vk-adam's ZeRO-1 over MPI. Every rank writes
-``OUT_DIR/<backend>-rank<r>.json``: its median step time, the phases of a vk-adam step, and the
-optimizer-state bytes it holds.
+GPU). Under mpirun it measures vk-adam's ZeRO-1 over MPI. vk-adam's ZeRO-1 runs twice on each
+transport: over NumPy params, and over device buffers (float32 kp tensors on the rank's own
+``kp.Manager``, on the device the NumPy run's optimizer opens, with gradients as kp tensors
+uploaded once before timing, as a training loop's already live on the device). Every rank writes
+``OUT_DIR/<backend>-rank<r>.json``: its median step time, the phases of a vk-adam step, the
+optimizer-state bytes it holds, and for device buffers how they reached host memory.
 
 Each backend gets the same work: AdamW over ``tensors`` params of ``elements`` in all, each
 rank's own gradients reduced to their mean before the update. torch's ZeRO takes gradients
@@ -55,32 +58,80 @@ def _timed(step: Callable[[], Any], warmup: int, repeats: int, barrier: Callable
     return times
 
 
+def _params(sizes: list[int]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(n).astype(np.float32) for n in sizes]
+
+
+def _measure(
+    opt: Any, grads: list[Any], config: dict[str, Any], barrier: Callable[[], Any]
+) -> dict[str, Any]:
+    """The median of ``opt.step(grads)`` and of each of its phases (``opt.last_timings``)."""
+    phases: list[dict[str, float]] = []
+
+    def step() -> None:
+        opt.step(grads)
+        phases.append(dict(opt.last_timings))
+
+    times = _timed(step, config["warmup"], config["repeats"], barrier)
+    timed = phases[config["warmup"] :]
+    memory = opt.memory_bytes()
+    return {
+        "step_ms": _median_ms(times),
+        "phases_ms": {k: _median_ms([p[k] for p in timed]) for k in timed[0] if k != "total"},
+        "state_bytes": memory["state"] + memory["absmax"] + memory["master"],
+        "shard": list(opt.shard),
+        "device": opt.device.name if opt.device is not None else None,
+        "transport": opt.communicator,
+    }
+
+
 def bench_vk_zero(config: dict[str, Any], comm: Any, rank: int, barrier: Callable[[], Any]) -> dict[str, Any]:
+    """vk-adam's ZeRO-1 over NumPy params and NumPy gradients."""
     import vk_adam.distributed as vkd
 
     sizes = _sizes(config["elements"], config["tensors"])
-    rng = np.random.default_rng(0)
-    params = [rng.standard_normal(n).astype(np.float32) for n in sizes]
-    grads = _grads(rank, sizes)
     options = {"state_dtype": config.get("state_dtype", "float32")}
-    with vkd.ZeroRedundancyOptimizer(params, "adamw", comm=comm, lr=1e-4, **options) as opt:
-        phases: list[dict[str, float]] = []
+    with vkd.ZeroRedundancyOptimizer(_params(sizes), "adamw", comm=comm, lr=1e-4, **options) as opt:
+        return _measure(opt, _grads(rank, sizes), config, barrier)
 
-        def step() -> None:
-            opt.step(grads)
-            phases.append(dict(opt.last_timings))
 
-        times = _timed(step, config["warmup"], config["repeats"], barrier)
-        timed = phases[config["warmup"] :]
-        memory = opt.memory_bytes()
-        return {
-            "step_ms": _median_ms(times),
-            "phases_ms": {k: _median_ms([p[k] for p in timed]) for k in timed[0] if k != "total"},
-            "state_bytes": memory["state"] + memory["absmax"] + memory["master"],
-            "shard": list(opt.shard),
-            "device": opt.device.name if opt.device is not None else None,
-            "transport": opt.communicator,
-        }
+def bench_vk_zero_device(
+    config: dict[str, Any], comm: Any, rank: int, barrier: Callable[[], Any]
+) -> dict[str, Any]:
+    """vk-adam's ZeRO-1 over device buffers: float32 kp tensor params on this rank's own
+    ``kp.Manager`` (the device its optimizer opens without ``manager=``: ``$VK_ADAM_DEVICE``, else
+    the local rank's GPU among several, else the usual choice), stepped with kp tensor gradients
+    uploaded once, before timing (the step zeroes them, as ``zero_grad`` does in training)."""
+    import vk_adam.distributed as vkd
+    from vk_adam._runtime import DEVICE_ENV, Runtime, list_devices
+    from vk_adam.distributed._comm import agree, make_communicator
+    from vk_adam.distributed._shard import device_for_rank
+
+    channel = make_communicator(comm, None)
+    sizes = _sizes(config["elements"], config["tensors"])
+    rt, params, grads, error = None, [], [], None
+    try:
+        hardware = [d.index for d in list_devices() if not d.is_software]
+        local = channel.local_rank if channel.local_rank is not None else rank
+        # the shared device, its kp.Manager the one an application gets from vk_adam.open_device()
+        rt = Runtime(device=device_for_rank(local, hardware, os.environ.get(DEVICE_ENV)))
+        params = [rt.buffer(a) for a in _params(sizes)]
+        grads = [rt.buffer(g) for g in _grads(rank, sizes)]
+        rt.run([rt.upload_op(params + grads)])
+    except Exception as exc:  # raised on every rank below: none waits for this one
+        error = exc
+    try:
+        agree(channel, error, "device buffers")
+        assert rt is not None
+        options = {"state_dtype": config.get("state_dtype", "float32")}
+        with vkd.ZeroRedundancyOptimizer(
+            params, "adamw", comm=comm, manager=rt.manager, lr=1e-4, **options
+        ) as opt:
+            return _measure(opt, grads, config, barrier) | {"device_staging": opt.device_staging}
+    finally:
+        if rt is not None:
+            rt.close()  # frees the buffers
 
 
 def bench_torch_zero(config: dict[str, Any], rank: int, world: int, device: str) -> dict[str, Any]:
@@ -130,32 +181,40 @@ def bench_torch_zero(config: dict[str, Any], rank: int, world: int, device: str)
     }
 
 
-def main(config: dict[str, Any], out: Path) -> None:
-    if config["transport"] == "mpi":
-        from mpi4py import MPI
-
-        comm = MPI.COMM_WORLD
-        rank = comm.Get_rank()
-        result = bench_vk_zero(config, comm, rank, comm.Barrier)
-        (out / f"vk-adam-zero1-mpi-rank{rank}.json").write_text(json.dumps(result))
-        return
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("vk-adam-zero1-gloo", lambda: bench_vk_zero(config, None, rank, dist.barrier)),
-        ("torch-zero-cpu", lambda: bench_torch_zero(config, rank, world, "cpu")),
-    ]
-    if torch.cuda.is_available():
-        runs.append(("torch-zero-cuda", lambda: bench_torch_zero(config, rank, world, "cuda")))
+def _run(runs: list[tuple[str, Callable[[], dict[str, Any]]]], rank: int, out: Path) -> None:
     for name, run in runs:
         try:
             result = run()
         except Exception as exc:  # one failed backend must not lose the others
             result = {"failed": f"{type(exc).__name__}: {exc}"}
         (out / f"{name}-rank{rank}.json").write_text(json.dumps(result))
+
+
+def main(config: dict[str, Any], out: Path) -> None:
+    if config["transport"] == "mpi":
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        rank = comm.Get_rank()
+        runs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("vk-adam-zero1-mpi", lambda: bench_vk_zero(config, comm, rank, comm.Barrier)),
+            ("vk-adam-zero1-mpi-device", lambda: bench_vk_zero_device(config, comm, rank, comm.Barrier)),
+        ]
+        _run(runs, rank, out)
+        return
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    runs = [
+        ("vk-adam-zero1-gloo", lambda: bench_vk_zero(config, None, rank, dist.barrier)),
+        ("vk-adam-zero1-gloo-device", lambda: bench_vk_zero_device(config, None, rank, dist.barrier)),
+        ("torch-zero-cpu", lambda: bench_torch_zero(config, rank, world, "cpu")),
+    ]
+    if torch.cuda.is_available():
+        runs.append(("torch-zero-cuda", lambda: bench_torch_zero(config, rank, world, "cuda")))
+    _run(runs, rank, out)
     dist.destroy_process_group()
 
 
