@@ -94,8 +94,8 @@ class GroupBuilder:
         windows = self.storage.windows
         window = windows[self._groups] if windows else None
         self._groups += 1
-        if window is not None and not host_mode:
-            raise TypeError("a windowed param group (a shard of a larger buffer) holds NumPy params")
+        if window is not None and not host_mode and len(params) != 1:
+            raise TypeError("a windowed param group of kp tensors (a shard of a larger buffer) holds one")
         if host_mode:
             group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
             quantized = self.storage.state_dtype == "int8-blockwise"
@@ -128,7 +128,8 @@ class GroupBuilder:
                     raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
                 grad = self._buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
-                bset = BufferSet(p, grad, {}, n, self._next_index(), self._format(variant, "float32", n))
+                form = self._format(variant, "float32", window.total if window else n)
+                bset = BufferSet(p, grad, {}, n, self._next_index(), form, window=window)
                 self._new_state(variant, bset)
                 group.sets.append(bset)
         return group

@@ -123,6 +123,23 @@ class TorchCommunicator:
         self._back(tensor, out)
         return out
 
+    # -- torch tensors already on the engine's device (NCCL on Vulkan buffers: ``_nccl``) --------
+
+    def cuda_ordinal(self) -> int | None:
+        """The CUDA device NCCL runs on (None: not NCCL)."""
+        return self._device.index if self._device is not None else None
+
+    def reduce_scatter_tensors(self, send: Any, recv: Any) -> None:
+        self._reduce_scatter(recv, send, group=self._group)
+
+    def all_gather_tensors(self, send: Any, recv: Any) -> None:
+        self._all_gather(recv, send, group=self._group)
+
+    def all_reduce_tensor(self, values: Any) -> F64:
+        """The sum over ranks of a few float64 values (a torch tensor), back on the host."""
+        self._dist.all_reduce(values, group=self._group)
+        return np.asarray(values.cpu().numpy(), np.float64)
+
     def all_gather_object(self, obj: Any) -> list[Any]:
         out: list[Any] = [None] * self.size
         self._dist.all_gather_object(out, obj, group=self._group)

@@ -101,8 +101,11 @@ class DeviceParams:
     and from the host buffers of ``staging`` (made by :attr:`alloc`, so call :meth:`bind` once
     the staging exists). ``host_import``: import host memory where the device can."""
 
-    def __init__(self, manager: Any, units: Sequence[Unit], *, host_import: bool) -> None:
+    def __init__(
+        self, manager: Any, units: Sequence[Unit], *, host_import: bool, how: str | None = None
+    ) -> None:
         self.manager = manager
+        self._how = how
         self.units = {i: u for i, u in enumerate(units) if u.tensor is not None}
         for unit in self.units.values():
             check_float32(unit.tensor, f"param {unit.index} of group {unit.group}")
@@ -119,7 +122,7 @@ class DeviceParams:
 
     @property
     def how(self) -> str:
-        return self._copies.how
+        return self._how or self._copies.how
 
     def bind(self, staging: ShardStaging, partition: Partition) -> None:
         """The byte ranges of each device unit in ``staging``'s buffers (fixed for good)."""

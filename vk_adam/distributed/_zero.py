@@ -42,6 +42,7 @@ from ._access import ShardAccess
 from ._comm import Communicator, agree, make_communicator
 from ._device import DeviceParams, adapter_params, make_staging, taken_grad_buffers
 from ._mirror import StateMirror
+from ._nccl import NcclOnVulkan, wanted
 from ._plan import make_plan
 from ._shard import Partition, device_for_rank
 from ._state import ShardedStateDict
@@ -93,6 +94,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         options, hyper = split_options(hyper, SHARD_OPTIONS)
         self._inner: Optimizer | None = None
         self._device: DeviceParams | None = None
+        self._nccl: NcclOnVulkan | None = None
         self._consolidated: StateMirror | None = None
         self._last_norm = float("nan")
         #: Seconds of the last step by phase (``_PHASES``) and in all ("total").
@@ -140,7 +142,13 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         #: Every rank's shard: ``partition.shards[rank]`` is a range of the flat param vector.
         self.partition: Partition = plan.partition
         try:
-            self._staging, self._device = make_staging(self._units, self.partition, self.rank, manager)
+            bridge = wanted(self._comm, self._units, manager)
+            if bridge is None:
+                self._staging, self._device = make_staging(self._units, self.partition, self.rank, manager)
+            else:  # NCCL on the Vulkan buffers: the staging's pieces are device pieces
+                self._device = DeviceParams(manager, self._units, host_import=False, how=bridge.name)
+                self._nccl = NcclOnVulkan(manager, self._units, self.partition, self.rank, bridge)
+                self._staging = self._nccl  # type: ignore[assignment]
             self._inner = _build_shard(self, options["device"], manager)
         except Exception as exc:
             error = exc
@@ -174,6 +182,8 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         self._consolidated = None
         times = dict.fromkeys(_PHASES, 0.0)
         times["agree"] = time.perf_counter() - started
+        if self._nccl is not None:
+            return self._finish(times, started, step_on_vulkan_buffers(self, units, times))
         staging, comm, device = self._staging, self._comm, self._device
         self._timed(times, "staging", staging.stage_grads, units)
         if device is not None:  # device gradients, and this rank's shard of the device params
@@ -181,8 +191,6 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         self._timed(times, "reduce_scatter", comm.reduce_scatter_sum, staging.grad_send, staging.grad_recv)
         self._timed(times, "staging", staging.mean, self.world_size)
         skipped, scale = self._timed(times, "norm", self._norm_and_check)
-        handle = StepHandle(_NO_FLIGHT, self._groups[0].step + 1)
-        handle.done, handle.skipped = True, skipped
         if not skipped:
             if self._inner is not None:
                 shard_grads = self._timed(times, "staging", self._shard_inputs)
@@ -194,6 +202,12 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             self._timed(times, "staging", staging.scatter_params)
             if device is not None:
                 self._timed(times, "staging", device.push, self.zeroes_grad)
+        return self._finish(times, started, skipped)
+
+    def _finish(self, times: dict[str, float], started: float, skipped: bool) -> StepHandle:
+        handle = StepHandle(_NO_FLIGHT, self._groups[0].step + 1)
+        handle.done, handle.skipped = True, skipped
+        if not skipped:
             for group in self._groups:
                 group.step += 1
         times["total"] = time.perf_counter() - started
@@ -236,10 +250,13 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         """(skip the step?, clipping factor) from one all-reduce over every rank's shard."""
         if self._max_norm is None and not self.skip_nonfinite:
             return False, 1.0
-        recv = self._staging.grad_recv
-        shard = recv.astype(np.float64)
-        local = np.array([np.dot(shard, shard), np.count_nonzero(~np.isfinite(recv))], np.float64)
-        total = self._comm.all_reduce_sum(local)
+        if self._nccl is not None:  # on the collectives' device
+            total = self._comm.all_reduce_tensor(self._nccl.norm_terms())  # type: ignore[attr-defined]
+        else:
+            recv = self._staging.grad_recv
+            shard = recv.astype(np.float64)
+            local = np.array([np.dot(shard, shard), np.count_nonzero(~np.isfinite(recv))], np.float64)
+            total = self._comm.all_reduce_sum(local)
         self._last_norm = math.sqrt(total[0]) if math.isfinite(total[0]) else float("nan")
         if self.skip_nonfinite and total[1] > 0:
             return True, 1.0
@@ -252,12 +269,16 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
     def _shard_inputs(self) -> list[Array]:
         """The shard optimizer's inputs: this rank's params into its pieces, the hyperparameters
         into its groups; returns the pieces' mean gradients (in the params' dtype)."""
-        assert self._inner is not None
         self._staging.refresh_pieces()
+        self._sync_hyper()
+        return self._staging.shard_grads()
+
+    def _sync_hyper(self) -> None:
+        """The groups' hyperparameters (a schedule may have changed them) into the shard's."""
+        assert self._inner is not None
         for piece, options in zip(self._staging.pieces, self._inner.param_groups, strict=True):
             group = self._groups[self._units[piece.group].group]
             options.update({k: group.options[k] for k in self.rule.defaults})
-        return self._staging.shard_grads()
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -267,12 +288,41 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             self._inner.close()
         if self._device is not None:
             self._device.close()
+        if self._nccl is not None:
+            self._nccl.close()
+            self._nccl = None
         self._closed = True
 
     def __repr__(self) -> str:
         lo, hi = self.shard
         name = self.rule.name
         return f"ZeroRedundancyOptimizer({name!r}, rank {self.rank} of {self.world_size}, shard [{lo}, {hi}))"
+
+
+def step_on_vulkan_buffers(
+    zero: ZeroRedundancyOptimizer, units: list[list[Any]], times: dict[str, float]
+) -> bool:
+    """A step of ``zero`` with NCCL on the Vulkan buffers (``_nccl``), after the ranks agreed;
+    returns whether it was skipped. Kept out of the class to keep it short."""
+    nccl, timed = zero._nccl, zero._timed
+    assert nccl is not None
+    grads = [u[0] for u in units]
+    timed(times, "staging", nccl.pull, grads)
+    timed(times, "reduce_scatter", nccl.reduce_scatter, zero._comm, zero.world_size)
+    skipped, scale = timed(times, "norm", zero._norm_and_check)
+    if skipped:
+        return True
+    if zero._inner is not None:
+        timed(times, "staging", nccl.grads_to_pieces)
+        zero._sync_hyper()
+        if zero._max_norm is not None:
+            zero._inner._set_grad_scale(scale)
+        timed(times, "update", zero._inner.step, nccl.piece_grads)
+        timed(times, "staging", nccl.pieces_to_send)
+    timed(times, "all_gather", nccl.all_gather, zero._comm)
+    cleared = [g for g in grads if not isinstance(g, np.ndarray)] if zero.zeroes_grad else []
+    timed(times, "staging", nccl.push, cleared)
+    return False
 
 
 def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manager: Any) -> Optimizer | None:
@@ -296,7 +346,9 @@ def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manage
     st = zero._storage
     # fp32 params take updates exactly whatever the flag says; a shard of fp32 groups only
     # must not pass it (the optimizer refuses stochastic rounding without 16-bit params)
-    stochastic = st.stochastic_rounding and any(a.dtype != np.float32 for a in staging.piece_params)
+    stochastic = st.stochastic_rounding and any(
+        getattr(a, "dtype", np.float32) != np.float32 for a in staging.piece_params
+    )
     return Optimizer(
         groups,
         zero.rule,

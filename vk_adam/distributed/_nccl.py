@@ -1,0 +1,278 @@
+"""ZeRO-1 with NCCL on the Vulkan buffers themselves: no host copy anywhere in a step.
+
+Used when the params are device buffers (kp tensors) and the torch.distributed group is NCCL on
+the Vulkan device's own GPU. The collectives' four buffers (every gradient in the reduce-scatter's
+layout, this rank's summed shard, its updated shard, every rank's gathered shard) are exportable
+Vulkan buffers, mapped into CUDA once (``vk_adam.interop.as_torch``), and NCCL runs on those
+mappings. This rank's shard is updated by an ordinary :class:`vk_adam.Optimizer` over device
+pieces (one kp tensor per piece of a buffer set, each a window of that buffer set). One step:
+
+1. Vulkan: each device gradient into the gradient buffer and this rank's shard of each param
+   into its piece (byte-range copies); the gradient buffer handed to CUDA;
+2. CUDA: NCCL reduce-scatter, the mean (float32 division, as the host path computes it) and,
+   with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
+   all-reduced; then the summed shard handed back;
+3. Vulkan: the mean into the pieces' gradients, the update, the pieces into the send buffer;
+4. CUDA: NCCL all-gather;
+5. Vulkan: every rank's shard into each device param, the gradients read cleared
+   (``zero_grad``).
+
+Every hand-over is a host wait on the side that wrote plus a queue family ownership transfer on
+the Vulkan queue (release to, acquire from ``VK_QUEUE_FAMILY_EXTERNAL``), so the shared buffers
+change hands as the Vulkan spec asks; between steps CUDA holds them.
+
+``bridge`` is what moves a buffer between the APIs: :class:`CudaBridge` (the mappings) in use;
+:class:`HostMirrorBridge` stands in for CUDA where there is none (lavapipe, gloo: the collectives
+run on CPU tensors over each buffer's host staging, downloaded at each hand-over to "CUDA" and
+uploaded at each hand-back), so CI runs every Vulkan submission of this path under validation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._runtime import external as _ext
+from .._runtime.device_staging import _chunks
+from ._plan import Unit
+from ._shard import Partition
+
+#: Set to 0 to keep NCCL on host staging even where it could run on the Vulkan buffers.
+NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
+#: Tests only: "host-mirror" runs this path over gloo with :class:`HostMirrorBridge`.
+TEST_BRIDGE_ENV = "VK_ADAM_ZERO_TEST_BRIDGE"
+#: (source kp tensor, destination kp tensor, [(source byte, destination byte, bytes)])
+Copy = tuple[Any, Any, list[tuple[int, int, int]]]
+#: Bytes of the zero source that clears gradient buffers.
+_ZERO_BYTES = 1 << 22
+
+
+class CudaBridge:
+    """The buffers' CUDA mappings; hand-overs through ``vk_adam.interop``."""
+
+    name = "NCCL on the Vulkan buffers (CUDA external memory)"
+
+    def __init__(self) -> None:
+        from .._runtime import cuda_views
+
+        self._views = cuda_views
+
+    def view(self, tensor: Any) -> Any:
+        return self._views.as_torch(tensor)
+
+    def to_other(self, tensors: Sequence[Any]) -> None:
+        self._views.to_cuda(*tensors)
+
+    def to_vulkan(self, tensors: Sequence[Any]) -> None:
+        self._views.to_vulkan(*tensors)
+
+
+class HostMirrorBridge:
+    """A stand-in for CUDA (tests): CPU tensors over each buffer's host staging memory."""
+
+    name = "host mirror (tests)"
+
+    def __init__(self, manager: Any) -> None:
+        import torch
+
+        self._torch, self._manager, self._kp = torch, manager, _ext.kp_module()
+
+    def view(self, tensor: Any) -> Any:
+        return self._torch.from_numpy(tensor.data())
+
+    def to_other(self, tensors: Sequence[Any]) -> None:
+        release = _ext.ownership_transfer_op(list(tensors), self._manager, to_external=True)
+        self._manager.sequence().eval(self._kp.OpTensorSyncLocal(list(tensors))).eval(release)
+
+    def to_vulkan(self, tensors: Sequence[Any]) -> None:
+        acquire = _ext.ownership_transfer_op(list(tensors), self._manager, to_external=False)
+        self._manager.sequence().eval(acquire).eval(self._kp.OpTensorSyncDevice(list(tensors)))
+
+
+def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
+    """The bridge for this optimizer (None: the host path): every param a kp tensor, the
+    group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
+    and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0."""
+    if manager is None or not units or any(u.tensor is None for u in units):
+        return None
+    if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
+        return None
+    found = _ext.sharing(manager)
+    if found is None or not found.fd_export:
+        return None
+    if os.environ.get(TEST_BRIDGE_ENV) == "host-mirror":
+        return HostMirrorBridge(manager)
+    if not getattr(comm, "cuda", False):
+        return None
+    from .._runtime import cuda
+
+    try:
+        device = cuda.device_for_uuid(found.device_uuid)
+    except (RuntimeError, ValueError):
+        return None
+    return CudaBridge() if device.ordinal == comm.cuda_ordinal() else None
+
+
+class NcclOnVulkan:
+    """One rank's step buffers in exportable Vulkan memory and the work of a step (above)."""
+
+    def __init__(
+        self, manager: Any, units: Sequence[Unit], partition: Partition, rank: int, bridge: Any
+    ) -> None:
+        self.manager, self.units, self.partition, self.bridge = manager, units, partition, bridge
+        self._kp = _ext.kp_module()
+        info = _ext.sharing(manager)
+        assert info is not None
+        size, world = partition.max_shard, partition.world
+        self.pieces = partition.pieces(rank)
+
+        def shared(count: int) -> Any:
+            return _ext.exportable_buffer(manager, np.zeros(count, np.float32), info)
+
+        self.grad_send, self.grad_recv = shared(size * world), shared(size)
+        self.param_send, self.param_recv = shared(size), shared(size * world)
+        self._shared = [self.grad_send, self.grad_recv, self.param_send, self.param_recv]
+        plain = [np.zeros(p.size, np.float32) for p in self.pieces for _ in range(2)]
+        self.piece_params = [manager.tensor(a) for a in plain[0::2]]
+        self.piece_grads = [manager.tensor(a) for a in plain[1::2]]
+        self._zero = manager.tensor(np.zeros(_ZERO_BYTES // 4, np.float32))
+        self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
+        self._sequence = manager.sequence()
+        made = [*self._shared, *self.piece_params, *self.piece_grads, self._zero]
+        self._run([self._kp.OpTensorSyncDevice(made)])
+        bridge.to_other(self._shared)  # between steps the collectives' side holds them
+        self.views = [bridge.view(t) for t in self._shared]
+        # each unit's byte ranges: (offset in the unit, offset in the collectives' layout, bytes)
+        self._segments = {
+            i: [(4 * o, 4 * at, 4 * c) for at, o, c in partition.segments(i, 0, u.n)]
+            for i, u in enumerate(units)
+        }
+
+    # -- the Vulkan submissions ----------------------------------------------------------------
+
+    def _run(self, ops: Sequence[Any]) -> None:
+        sequence = self._sequence
+        sequence.clear()
+        for op in ops:
+            sequence.record(op)
+        sequence.eval()
+
+    def _barrier(self, tensors: Sequence[Any]) -> Any:
+        access, stage = self._kp.AccessFlagBits, self._kp.PipelineStageFlagBits
+        writes = int(access.shader_write) | int(access.transfer_write)
+        uses = writes | int(access.shader_read) | int(access.transfer_read)
+        stages = int(stage.compute_shader) | int(stage.transfer)
+        return self._kp.OpMemoryBarrier(list(tensors), writes, uses, stages, stages)
+
+    def _vulkan(
+        self,
+        shared: Any,
+        copies: list[tuple[Any, Any, list[tuple[int, int, int]]]],
+        first: Sequence[Any] = (),
+    ) -> None:
+        """One submission: take ``shared`` from the other API, ``first`` (uploads), the
+        byte-range ``copies`` (source, destination, regions), hand ``shared`` back; wait."""
+        self.bridge.to_vulkan([shared])
+        touched = list({id(t): t for c in copies for t in c[:2]}.values())
+        ops = [*first, self._barrier(touched)]
+        ops += [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies if regions]
+        ops.append(self._barrier(touched))
+        self._run(ops)
+        self.bridge.to_other([shared])
+
+    def _param_copies(self) -> list[Copy]:
+        """This rank's shard of each param into its piece (the padding past a param stays 0)."""
+        copies = []
+        for piece, tensor in zip(self.pieces, self.piece_params, strict=True):
+            unit = self.units[piece.group]
+            if piece.lo < unit.n:
+                count = min(piece.hi, unit.n) - piece.lo
+                copies.append((unit.tensor, tensor, [(4 * piece.lo, 0, 4 * count)]))
+        return copies
+
+    def refresh_pieces(self) -> None:
+        """This rank's shard of each param into its piece (a checkpoint's load)."""
+        copies = self._param_copies()
+        touched = list({id(t): t for c in copies for t in c[:2]}.values())
+        if copies:
+            ops = [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies]
+            self._run([self._barrier(touched), *ops, self._barrier(touched)])
+
+    def pull(self, grads: Sequence[Any]) -> None:
+        """Step 1: each unit's gradient (a kp tensor, or a NumPy array uploaded through a
+        device buffer of its own) into ``grad_send``; this rank's shard of each param into its
+        piece."""
+        uploads, sources = [], []
+        for i, grad in enumerate(grads):
+            if isinstance(grad, np.ndarray):
+                tensor = self._host_grads.get(i)
+                if tensor is None:
+                    tensor = self._host_grads[i] = self.manager.tensor(np.zeros(self.units[i].n, np.float32))
+                tensor.data()[:] = grad.reshape(-1)
+                uploads.append(tensor)
+                grad = tensor
+            sources.append(grad)
+        copies = [(g, self.grad_send, self._segments[i]) for i, g in enumerate(sources)]
+        first = [self._kp.OpTensorSyncDevice(uploads)] if uploads else []
+        self._vulkan(self.grad_send, copies + self._param_copies(), first)
+
+    def reduce_scatter(self, comm: Any, world: int) -> None:
+        """Step 2: the mean of every rank's gradients, this rank's shard, in ``grad_recv``."""
+        recv = self.views[1]
+        comm.reduce_scatter_tensors(self.views[0], recv)
+        recv.div_(float(world))  # float32 / world, as the host path's np.divide
+
+    def norm_terms(self) -> Any:
+        """The shard's (sum of squares in float64, count of non-finite values), as a tensor on
+        the collectives' device."""
+        recv = self.views[1]
+        torch = _torch()
+        wide = recv.double()
+        return torch.stack([torch.dot(wide, wide), (~torch.isfinite(recv)).sum().double()])
+
+    def grads_to_pieces(self) -> None:
+        """Step 3a: the mean into each piece's gradient."""
+        pairs = zip(self.pieces, self.piece_grads, strict=True)
+        copies = [(self.grad_recv, g, [(4 * p.at, 0, 4 * p.size)]) for p, g in pairs]
+        self._vulkan(self.grad_recv, copies)
+
+    def pieces_to_send(self) -> None:
+        """Step 3c: the updated pieces into ``param_send``."""
+        pairs = zip(self.pieces, self.piece_params, strict=True)
+        copies = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, t in pairs]
+        self._vulkan(self.param_send, copies)
+
+    def all_gather(self, comm: Any) -> None:
+        """Step 4: every rank's updated shard into ``param_recv``."""
+        comm.all_gather_tensors(self.views[2], self.views[3])
+
+    def push(self, clear: Sequence[Any]) -> None:
+        """Step 5: every rank's shard into each device param; the kp tensors of ``clear`` zeroed."""
+        copies = [
+            (self.param_recv, u.tensor, [(at, o, n) for o, at, n in self._segments[i]])
+            for i, u in enumerate(self.units)
+        ]
+        copies += [(self._zero, t, _chunks(4 * int(t.size()), _ZERO_BYTES)) for t in clear]
+        self._vulkan(self.param_recv, copies)
+
+    def close(self) -> None:
+        self.views = []
+        self._sequence.destroy()
+        for tensor in [
+            *self._shared,
+            *self.piece_params,
+            *self.piece_grads,
+            self._zero,
+            *self._host_grads.values(),
+        ]:
+            tensor.destroy()
+        self._shared, self.piece_params, self.piece_grads, self._host_grads = [], [], [], {}
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
