@@ -150,3 +150,64 @@ def test_the_nccl_transport_is_chosen_only_for_nccl_on_the_same_gpu(one_rank, kp
     assert isinstance(_nccl.wanted(comm, units, kp_manager), _nccl.HostMirrorBridge)
     monkeypatch.delenv("VK_ADAM_ZERO_TEST_BRIDGE")
     assert _nccl.wanted(comm, units, kp_manager) is None  # gloo: no NCCL
+
+
+NCCL_WORLD_OF_ONE = r"""
+import json, sys
+import numpy as np, torch, torch.distributed as dist
+import vk_adam, vk_adam.distributed as vkd
+from vk_adam._runtime import Runtime
+torch.cuda.set_device(0)
+dist.init_process_group("nccl")
+rng = np.random.default_rng(int(sys.argv[1]))
+rt = Runtime(device=0)
+sizes = [1 << 20, 4099, 130]
+start = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+mine, theirs = [rt.buffer(a) for a in start], [rt.buffer(a) for a in start]
+rt.run([rt.upload_op(mine + theirs)])
+options = {"lr": 1e-2, "weight_decay": 0.1, "skip_nonfinite": True}
+opt = vkd.ZeroRedundancyOptimizer(mine, "adamw", manager=rt.manager, **options)
+ref = vk_adam.AdamW(theirs, manager=rt.manager, **options)
+skipped = []
+for t in range(6):
+    grads = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    if t == 2:
+        grads[1][3] = np.inf
+    given = [rt.buffer(g) for g in grads]
+    rt.run([rt.upload_op(given)])
+    skipped.append([opt.step(given).skipped, ref.step(grads).skipped])
+rt.run([rt.download_op(mine + theirs)])
+same = [a.data().tobytes() == b.data().tobytes() for a, b in zip(mine, theirs)]
+print(json.dumps({"staging": opt.device_staging, "comm": opt.communicator, "same": same,
+                  "skipped": skipped, "timings": opt.last_timings}))
+opt.close(); ref.close()
+dist.destroy_process_group()
+"""
+
+
+def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit(tmp_path, rng):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import torch
+
+    if not torch.cuda.is_available() or not torch.distributed.is_nccl_available():
+        pytest.skip("needs CUDA and NCCL (runs on the H200)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    env["MASTER_PORT"] = str(port)
+    env.pop("VK_ADAM_ZERO_TEST_BRIDGE", None)
+    seed = str(int(rng.integers(2**31)))
+    done = subprocess.run(
+        [sys.executable, "-c", NCCL_WORLD_OF_ONE, seed], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert result["staging"].startswith("NCCL on the Vulkan buffers"), result
+    assert "nccl" in result["comm"]
+    assert result["same"] == [True, True, True]
+    assert result["skipped"] == [[t == 2, t == 2] for t in range(6)]

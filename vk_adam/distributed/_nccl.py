@@ -12,14 +12,16 @@ pieces (one kp tensor per piece of a buffer set, each a window of that buffer se
 2. CUDA: NCCL reduce-scatter, the mean (float32 division, as the host path computes it) and,
    with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
    all-reduced; then the summed shard handed back;
-3. Vulkan: the mean into the pieces' gradients, the update, the pieces into the send buffer;
+3. Vulkan, one submission: the mean into the pieces' gradients, the update (recorded with
+   ``Optimizer.record_step``), the pieces into the send buffer;
 4. CUDA: NCCL all-gather;
 5. Vulkan: every rank's shard into each device param, the gradients read cleared
    (``zero_grad``).
 
-Every hand-over is a host wait on the side that wrote plus a queue family ownership transfer on
-the Vulkan queue (release to, acquire from ``VK_QUEUE_FAMILY_EXTERNAL``), so the shared buffers
-change hands as the Vulkan spec asks; between steps CUDA holds them.
+Every Vulkan step is one submission that starts by acquiring the shared buffers it touches from
+``VK_QUEUE_FAMILY_EXTERNAL`` and ends by releasing them to it (queue family ownership
+transfers, as the Vulkan spec asks of memory another API uses); CUDA's work is waited for on the
+host before, and Vulkan's (the submission's fence) after. Between steps CUDA holds them.
 
 ``bridge`` is what moves a buffer between the APIs: :class:`CudaBridge` (the mappings) in use;
 :class:`HostMirrorBridge` stands in for CUDA where there is none (lavapipe, gloo: the collectives
@@ -51,45 +53,55 @@ _ZERO_BYTES = 1 << 22
 
 
 class CudaBridge:
-    """The buffers' CUDA mappings; hand-overs through ``vk_adam.interop``."""
+    """The buffers' CUDA mappings (``vk_adam.interop.as_torch``); CUDA's work is waited for on
+    the host (``torch.cuda.synchronize``) before Vulkan takes a buffer back."""
 
     name = "NCCL on the Vulkan buffers (CUDA external memory)"
 
     def __init__(self) -> None:
+        import torch
+
         from .._runtime import cuda_views
 
-        self._views = cuda_views
+        self._torch, self._views, self._device = torch, cuda_views, None
 
     def view(self, tensor: Any) -> Any:
-        return self._views.as_torch(tensor)
+        view = self._views.as_torch(tensor)
+        self._device = view.device
+        return view
 
-    def to_other(self, tensors: Sequence[Any]) -> None:
-        self._views.to_cuda(*tensors)
+    def wait_other(self) -> None:
+        self._torch.cuda.synchronize(self._device)
 
-    def to_vulkan(self, tensors: Sequence[Any]) -> None:
-        self._views.to_vulkan(*tensors)
+    def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
+        return [_ext.ownership_transfer_op(tensors, manager, to_external=False)]
+
+    def release_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
+        return [_ext.ownership_transfer_op(tensors, manager, to_external=True)]
 
 
-class HostMirrorBridge:
-    """A stand-in for CUDA (tests): CPU tensors over each buffer's host staging memory."""
+class HostMirrorBridge(CudaBridge):
+    """A stand-in for CUDA (tests): CPU tensors over each buffer's host staging memory, uploaded
+    as Vulkan takes a buffer back and downloaded as it hands it over."""
 
     name = "host mirror (tests)"
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self) -> None:
         import torch
 
-        self._torch, self._manager, self._kp = torch, manager, _ext.kp_module()
+        self._torch, self._kp = torch, _ext.kp_module()
 
     def view(self, tensor: Any) -> Any:
         return self._torch.from_numpy(tensor.data())
 
-    def to_other(self, tensors: Sequence[Any]) -> None:
-        release = _ext.ownership_transfer_op(list(tensors), self._manager, to_external=True)
-        self._manager.sequence().eval(self._kp.OpTensorSyncLocal(list(tensors))).eval(release)
+    def wait_other(self) -> None:
+        pass
 
-    def to_vulkan(self, tensors: Sequence[Any]) -> None:
-        acquire = _ext.ownership_transfer_op(list(tensors), self._manager, to_external=False)
-        self._manager.sequence().eval(acquire).eval(self._kp.OpTensorSyncDevice(list(tensors)))
+    def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
+        return [*super().acquire_ops(manager, tensors), self._kp.OpTensorSyncDevice(tensors)]
+
+    def release_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
+        return [self._kp.OpTensorSyncLocal(tensors), *super().release_ops(manager, tensors)]
 
 
 def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
@@ -104,7 +116,7 @@ def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
     if found is None or not found.fd_export:
         return None
     if os.environ.get(TEST_BRIDGE_ENV) == "host-mirror":
-        return HostMirrorBridge(manager)
+        return HostMirrorBridge()
     if not getattr(comm, "cuda", False):
         return None
     from .._runtime import cuda
@@ -142,8 +154,8 @@ class NcclOnVulkan:
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
         self._sequence = manager.sequence()
         made = [*self._shared, *self.piece_params, *self.piece_grads, self._zero]
-        self._run([self._kp.OpTensorSyncDevice(made)])
-        bridge.to_other(self._shared)  # between steps the collectives' side holds them
+        # between steps the collectives' side holds the shared buffers
+        self._run([self._kp.OpTensorSyncDevice(made), *bridge.release_ops(manager, self._shared)])
         self.views = [bridge.view(t) for t in self._shared]
         # each unit's byte ranges: (offset in the unit, offset in the collectives' layout, bytes)
         self._segments = {
@@ -167,21 +179,21 @@ class NcclOnVulkan:
         stages = int(stage.compute_shader) | int(stage.transfer)
         return self._kp.OpMemoryBarrier(list(tensors), writes, uses, stages, stages)
 
-    def _vulkan(
-        self,
-        shared: Any,
-        copies: list[tuple[Any, Any, list[tuple[int, int, int]]]],
-        first: Sequence[Any] = (),
-    ) -> None:
-        """One submission: take ``shared`` from the other API, ``first`` (uploads), the
-        byte-range ``copies`` (source, destination, regions), hand ``shared`` back; wait."""
-        self.bridge.to_vulkan([shared])
+    def _copy_ops(self, copies: list[Copy]) -> list[Any]:
+        """The byte-range ``copies`` (source, destination, regions), after every earlier write
+        to and use of their buffers, and before every later one."""
         touched = list({id(t): t for c in copies for t in c[:2]}.values())
-        ops = [*first, self._barrier(touched)]
-        ops += [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies if regions]
-        ops.append(self._barrier(touched))
-        self._run(ops)
-        self.bridge.to_other([shared])
+        if not touched:
+            return []
+        ops = [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies if regions]
+        return [self._barrier(touched), *ops, self._barrier(touched)]
+
+    def _vulkan(self, shared: list[Any], ops: list[Any]) -> None:
+        """One submission: take ``shared`` from the other API (once its work is done), ``ops``,
+        hand ``shared`` back; wait."""
+        self.bridge.wait_other()
+        take = self.bridge.acquire_ops(self.manager, shared)
+        self._run([*take, *ops, *self.bridge.release_ops(self.manager, shared)])
 
     def _param_copies(self) -> list[Copy]:
         """This rank's shard of each param into its piece (the padding past a param stays 0)."""
@@ -195,11 +207,9 @@ class NcclOnVulkan:
 
     def refresh_pieces(self) -> None:
         """This rank's shard of each param into its piece (a checkpoint's load)."""
-        copies = self._param_copies()
-        touched = list({id(t): t for c in copies for t in c[:2]}.values())
-        if copies:
-            ops = [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies]
-            self._run([self._barrier(touched), *ops, self._barrier(touched)])
+        ops = self._copy_ops(self._param_copies())
+        if ops:
+            self._run(ops)
 
     def pull(self, grads: Sequence[Any]) -> None:
         """Step 1: each unit's gradient (a kp tensor, or a NumPy array uploaded through a
@@ -217,7 +227,7 @@ class NcclOnVulkan:
             sources.append(grad)
         copies = [(g, self.grad_send, self._segments[i]) for i, g in enumerate(sources)]
         first = [self._kp.OpTensorSyncDevice(uploads)] if uploads else []
-        self._vulkan(self.grad_send, copies + self._param_copies(), first)
+        self._vulkan([self.grad_send], [*first, *self._copy_ops(copies + self._param_copies())])
 
     def reduce_scatter(self, comm: Any, world: int) -> None:
         """Step 2: the mean of every rank's gradients, this rank's shard, in ``grad_recv``."""
@@ -233,17 +243,25 @@ class NcclOnVulkan:
         wide = recv.double()
         return torch.stack([torch.dot(wide, wide), (~torch.isfinite(recv)).sum().double()])
 
-    def grads_to_pieces(self) -> None:
-        """Step 3a: the mean into each piece's gradient."""
-        pairs = zip(self.pieces, self.piece_grads, strict=True)
-        copies = [(self.grad_recv, g, [(4 * p.at, 0, 4 * p.size)]) for p, g in pairs]
-        self._vulkan(self.grad_recv, copies)
-
-    def pieces_to_send(self) -> None:
-        """Step 3c: the updated pieces into ``param_send``."""
-        pairs = zip(self.pieces, self.piece_params, strict=True)
-        copies = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, t in pairs]
-        self._vulkan(self.param_send, copies)
+    def update(self, inner: Any) -> None:
+        """Step 3, one submission: the mean into each piece's gradient, ``inner``'s update of
+        the pieces (recorded, not submitted on its own), the pieces into ``param_send``."""
+        pieces = list(zip(self.pieces, self.piece_grads, self.piece_params, strict=True))
+        take = [(self.grad_recv, g, [(4 * p.at, 0, 4 * p.size)]) for p, g, _ in pieces]
+        give = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, _, t in pieces]
+        self.bridge.wait_other()
+        shared = [self.grad_recv, self.param_send]
+        sequence = self._sequence
+        sequence.clear()
+        # a recorded step leaves its status buffer (the clipping factor set by the host) to us
+        status = inner._dev.stage_status()
+        first = [self._kp.OpTensorSyncDevice(status)] if status else []
+        for op in [*self.bridge.acquire_ops(self.manager, shared), *first, *self._copy_ops(take)]:
+            sequence.record(op)
+        inner.record_step(sequence, self.piece_grads)
+        for op in [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)]:
+            sequence.record(op)
+        sequence.eval()
 
     def all_gather(self, comm: Any) -> None:
         """Step 4: every rank's updated shard into ``param_recv``."""
@@ -256,7 +274,7 @@ class NcclOnVulkan:
             for i, u in enumerate(self.units)
         ]
         copies += [(self._zero, t, _chunks(4 * int(t.size()), _ZERO_BYTES)) for t in clear]
-        self._vulkan(self.param_recv, copies)
+        self._vulkan([self.param_recv], self._copy_ops(copies))
 
     def close(self) -> None:
         self.views = []

@@ -312,13 +312,11 @@ def step_on_vulkan_buffers(
     skipped, scale = timed(times, "norm", zero._norm_and_check)
     if skipped:
         return True
-    if zero._inner is not None:
-        timed(times, "staging", nccl.grads_to_pieces)
+    if zero._inner is not None:  # the update with its copies in and out: one submission
         zero._sync_hyper()
         if zero._max_norm is not None:
             zero._inner._set_grad_scale(scale)
-        timed(times, "update", zero._inner.step, nccl.piece_grads)
-        timed(times, "staging", nccl.pieces_to_send)
+        timed(times, "update", nccl.update, zero._inner)
     timed(times, "all_gather", nccl.all_gather, zero._comm)
     cleared = [g for g in grads if not isinstance(g, np.ndarray)] if zero.zeroes_grad else []
     timed(times, "staging", nccl.push, cleared)

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # H200 (device tool), from the repository root with .dev/kit carried:
-#   bash benchmarks/results/h200-2026-12-03-cuda/run.sh smoke   the kit's install, tests/test_cuda_interop.py
-#        under validation, the hand-over's cost
-# Outputs under $OUT.
+#   bash benchmarks/results/h200-2026-12-03-cuda/run.sh
+# the kit's install; then, each under a time limit, with outputs under $OUT:
+#   cuda-tests.txt   tests/test_cuda_interop.py and tests/test_zero1_vulkan_collectives.py under
+#                    Khronos core + synchronization validation (as_torch, 1,000 hand-overs each way,
+#                    NCCL at world size 1 on the Vulkan buffers)
+#   handover.txt     the cost of to_cuda / to_vulkan
+#   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
+#                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
+#   rest.txt         the suite's files the 2026-12-03 host run did not reach, under validation
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 bash scripts/gpu-kit.sh install > "$OUT/install.log" 2>&1 || { tail -40 "$OUT/install.log"; exit 1; }
 eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
-case "${1:-smoke}" in
-smoke)
-  "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py -p no:cacheprovider -q -rs > "$OUT/cuda-tests.txt" 2>&1
-  tail -15 "$OUT/cuda-tests.txt"
-  "$PYTHON" - > "$OUT/handover.txt" 2>&1 <<'PY'
-import time, numpy as np, kp, torch
+timeout 150 "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py tests/test_zero1_vulkan_collectives.py \
+  -p no:cacheprovider -q -rs > "$OUT/cuda-tests.txt" 2>&1
+echo "cuda tests rc=$?"; tail -12 "$OUT/cuda-tests.txt"
+timeout 60 "$PYTHON" - > "$OUT/handover.txt" 2>&1 <<'PY'
+import time, numpy as np, kp
 from vk_adam import interop
 mgr = kp.Manager()
 for n in (1 << 10, 1 << 24):
@@ -26,8 +31,11 @@ for n in (1 << 10, 1 << 24):
     for k, x in times.items():
         print(f"n={n} {k}: median {1e3 * float(np.median(x[20:])):.4f} ms")
     mgr.sequence().eval(kp.OpTensorSyncLocal([t]))
-    print("after 200 adds:", float(np.array(t.data())[0]), float(np.array(t.data())[-1]))
+    print("after 200 adds of 1 to ones:", float(np.array(t.data())[0]), float(np.array(t.data())[-1]))
 PY
-  cat "$OUT/handover.txt"
-  ;;
-esac
+cat "$OUT/handover.txt"
+timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
+echo "bench rc=$?"; tail -16 "$OUT/zero.log"
+timeout 170 "$PYTHON" -m pytest --vk-validation tests/test_zero1_device.py tests/test_zero1_shard.py \
+  plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/rest.txt" 2>&1
+echo "rest rc=$?"; tail -4 "$OUT/rest.txt"

@@ -11,7 +11,10 @@ Rows (AdamW, ``--zero-elements`` fp32 params in 8 tensors, every rank its own gr
   * ``torch ZeRO (CPU, gloo)``: torch's ZeroRedundancyOptimizer on CPU tensors;
   * ``torch ZeRO (CUDA, ...)``: the same on CUDA tensors where torch has CUDA: NCCL when every
     rank has a GPU of its own, else gloo (NCCL refuses two ranks on one GPU; on one H200 the
-    ranks share it).
+    ranks share it);
+  * where torch has CUDA, a job of one rank per GPU (at most ``--ranks``; one on one GPU) over
+    NCCL: ``vk-adam ZeRO-1 (NCCL)`` over device buffers, NCCL running on the Vulkan buffers
+    themselves (CUDA mappings of exportable Vulkan memory), and ``torch ZeRO (CUDA, NCCL)``.
 Per row: which params it steps (``params``), the step time (median over ``--repeats`` steps
 after ``--warmup``, the slowest rank's), the optimizer-state bytes each rank holds, and for
 vk-adam the phases of a step (reduce-scatter, update, all-gather, host staging, and the small
@@ -50,9 +53,12 @@ ROWS = {
     "vk-adam-1-process": ("vk-adam 1 process", "NumPy"),
     "torch-zero-cpu": ("torch ZeRO (CPU)", "torch CPU tensors"),
     "torch-zero-cuda": ("torch ZeRO (CUDA)", "torch CUDA tensors"),
+    "vk-adam-zero1-nccl-device": ("vk-adam ZeRO-1 (NCCL)", "device buffers"),
+    "torch-zero-nccl": ("torch ZeRO (CUDA, NCCL)", "torch CUDA tensors"),
 }
 TORCH_ROWS = ("vk-adam-zero1-gloo", "vk-adam-zero1-gloo-device", "torch-zero-cpu", "torch-zero-cuda")
 MPI_ROWS = ("vk-adam-zero1-mpi", "vk-adam-zero1-mpi-device")
+NCCL_ROWS = ("vk-adam-zero1-nccl-device", "torch-zero-nccl")
 PHASES = ("reduce_scatter", "update", "all_gather", "staging", "agree", "norm")
 
 
@@ -119,6 +125,15 @@ def _torch_job(world: int, config: dict[str, Any], out: Path, timeout: float) ->
             proc.kill()
             proc.wait()
     return failure
+
+
+def _cuda_devices() -> int:
+    """CUDA devices torch sees (0 without torch or CUDA)."""
+    if not _module_available("torch"):
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def _mpi_job(world: int, config: dict[str, Any], out: Path, timeout: float) -> str | None:
@@ -199,6 +214,13 @@ def run_zero_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
             failure = _mpi_job(world, config, ranks_dir, timeout)
             for name in MPI_ROWS:
                 rows[name] = _gather(ranks_dir, name, world) or {"note": f"{failure}"}
+        gpus = _cuda_devices()
+        if gpus:  # NCCL refuses two ranks on one GPU: as many ranks as GPUs, at most --ranks
+            ranks = min(world, gpus)
+            failure = _torch_job(ranks, config | {"nccl": True}, ranks_dir, timeout)
+            for name in NCCL_ROWS:
+                row = _gather(ranks_dir, name, ranks) or {"note": f"{failure}"}
+                rows[name] = row | {"ranks": ranks}
     rows["vk-adam-1-process"] = _one_process(config, world, info.index)
     rows["vk-adam-1-process"]["state_bytes_per_rank"] = [rows["vk-adam-1-process"].pop("state_bytes")]
     rows = {name: {"params": ROWS[name][1]} | rows[name] for name in ROWS if name in rows}
@@ -235,6 +257,8 @@ def format_zero_table(report: dict[str, Any]) -> str:
     ]
     for name, row in report["rows"].items():
         label, params = ROWS[name]
+        if "ranks" in row:  # NCCL's rows: one rank per GPU
+            label = f"{label[:-1]}, {row['ranks']} rank{'s' if row['ranks'] > 1 else ''})"
         params = row.get("params", params)
         if row.get("device_staging"):  # how device buffers reached host memory
             params += f": {', '.join(row['device_staging'])}"
@@ -243,8 +267,8 @@ def format_zero_table(report: dict[str, Any]) -> str:
             continue
         state = ", ".join(f"{b / 2**20:.2f}" for b in row["state_bytes_per_rank"])
         phases = row.get("phases_ms", {})
-        cells = " | ".join(f"{phases[p]:.2f}" if p in phases else "" for p in PHASES)
+        cells = " | ".join(f"{phases[p]:.3f}" if p in phases else "" for p in PHASES)
         lines.append(
-            f"| {label} | {params} | {row['transport']} | {row['step_ms']:.2f} | {state} | {cells} |"
+            f"| {label} | {params} | {row['transport']} | {row['step_ms']:.3f} | {state} | {cells} |"
         )
     return "\n".join(lines)

@@ -205,6 +205,17 @@ def main(config: dict[str, Any], out: Path) -> None:
     import torch
     import torch.distributed as dist
 
+    if config.get("nccl"):  # one rank per GPU: NCCL on the Vulkan buffers, and torch's
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        runs = [
+            ("vk-adam-zero1-nccl-device", lambda: bench_vk_zero_device(config, None, rank, dist.barrier)),
+            ("torch-zero-nccl", lambda: bench_torch_zero(config, rank, world, "cuda")),
+        ]
+        _run(runs, rank, out)
+        dist.destroy_process_group()
+        return
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     runs = [
