@@ -13,9 +13,9 @@ What the calls do (CUDA driver API, "External Resource Interoperability"):
   external memory object. The whole allocation is imported (its ``VkMemoryRequirements.size``,
   which is what Vulkan exported), with ``CUDA_EXTERNAL_MEMORY_DEDICATED``. On success CUDA owns
   the fd; on failure it stays the caller's, who closes it.
-* ``cuExternalMemoryGetMappedBuffer``: a device pointer over a byte range of it (offset 0: the
-  buffer is bound at the allocation's start). Freed with ``cuMemFree`` before the external memory
-  object is destroyed.
+* ``cuExternalMemoryGetMappedBuffer``: a device pointer over all of it (the buffer is bound at
+  the allocation's start; a view covers its first bytes). Freed with ``cuMemFree`` before the
+  external memory object is destroyed.
 
 Calls run with the device's primary context current (the one torch uses), pushed and popped
 around each call so the caller's current context is left as it was.
@@ -141,10 +141,11 @@ class Driver:
         self._lib.cuCtxPopCurrent_v2(ctypes.byref(ctx))
         self._lib.cuDevicePrimaryCtxRelease_v2(ctypes.c_int(dev))
 
-    def import_fd(self, ordinal: int, fd: int, allocation_size: int, nbytes: int) -> tuple[int, int]:
-        """(external memory handle, device pointer) over the first ``nbytes`` of the dedicated
-        allocation ``fd`` exports (``allocation_size`` bytes in all). CUDA owns ``fd`` once this
-        returns; on an error nothing is imported and the fd is still the caller's."""
+    def import_fd(self, ordinal: int, fd: int, allocation_size: int) -> tuple[int, int]:
+        """(external memory handle, device pointer) over the whole dedicated allocation ``fd``
+        exports (``allocation_size`` bytes: mapping a size that is not the allocation's
+        alignment makes CUDA's copies of it fail). CUDA owns ``fd`` once this returns; on an
+        error nothing is imported and the fd is still the caller's."""
         with self._lock:
             dev = self._push(ordinal)
             try:
@@ -155,7 +156,7 @@ class Driver:
                     "cuImportExternalMemory",
                 )
                 pointer = ctypes.c_ulonglong()
-                buffer = _BufferDesc(0, nbytes, 0)
+                buffer = _BufferDesc(0, allocation_size, 0)
                 result = self._lib.cuExternalMemoryGetMappedBuffer(
                     ctypes.byref(pointer), memory, ctypes.byref(buffer)
                 )
@@ -231,7 +232,7 @@ class CudaMapping:
         self, device: CudaDevice, fd: int, allocation_size: int, nbytes: int, typestr: str, owner: Any
     ) -> None:
         self.device, self.nbytes, self.owner = device, nbytes, owner
-        self.memory, self.pointer = driver().import_fd(device.ordinal, fd, allocation_size, nbytes)
+        self.memory, self.pointer = driver().import_fd(device.ordinal, fd, allocation_size)
         self._typestr = typestr
 
     @property

@@ -29,6 +29,10 @@ _MAPPINGS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 # kp tensors handed to CUDA (to_cuda) and not yet back (to_vulkan).
 _WITH_CUDA: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
+# kp.Manager -> the sequence its hand-overs are recorded into, made once (a new kp sequence is a
+# command pool, a command buffer and a fence).
+_SEQUENCES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
 _TYPESTR = {"float32": "<f4", "uint32": "<u4", "int32": "<i4"}
 
 
@@ -129,7 +133,11 @@ def _hand_over(tensors: tuple[Any, ...], *, to_external: bool) -> None:
         manager = _described(tensor)[2]
         by_manager.setdefault(id(manager), (manager, []))[1].append(tensor)
     for manager, group in by_manager.values():
-        manager.sequence().eval(_ext.ownership_transfer_op(group, manager, to_external=to_external))
+        sequence = _SEQUENCES.get(manager)
+        if sequence is None or not sequence.is_init():  # none yet, or its manager was destroyed
+            sequence = _SEQUENCES[manager] = manager.sequence()
+        sequence.clear()
+        sequence.eval(_ext.ownership_transfer_op(group, manager, to_external=to_external))
     for tensor in moving:
         if to_external:
             _WITH_CUDA[id(tensor)] = tensor

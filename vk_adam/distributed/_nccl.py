@@ -64,6 +64,8 @@ class CudaBridge:
         from .._runtime import cuda_views
 
         self._torch, self._views, self._device = torch, cuda_views, None
+        #: CUDA work was enqueued on the buffers since the last wait (else waiting is skipped)
+        self.pending = False
 
     def view(self, tensor: Any) -> Any:
         view = self._views.as_torch(tensor)
@@ -71,7 +73,9 @@ class CudaBridge:
         return view
 
     def wait_other(self) -> None:
-        self._torch.cuda.synchronize(self._device)
+        if self.pending:
+            self._torch.cuda.synchronize(self._device)
+            self.pending = False
 
     def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
         return [_ext.ownership_transfer_op(tensors, manager, to_external=False)]
@@ -90,12 +94,13 @@ class HostMirrorBridge(CudaBridge):
         import torch
 
         self._torch, self._kp = torch, _ext.kp_module()
+        self.pending = False
 
     def view(self, tensor: Any) -> Any:
         return self._torch.from_numpy(tensor.data())
 
     def wait_other(self) -> None:
-        pass
+        self.pending = False
 
     def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
         return [*super().acquire_ops(manager, tensors), self._kp.OpTensorSyncDevice(tensors)]
@@ -151,6 +156,7 @@ class NcclOnVulkan:
         self.piece_params = [manager.tensor(a) for a in plain[0::2]]
         self.piece_grads = [manager.tensor(a) for a in plain[1::2]]
         self._zero = manager.tensor(np.zeros(_ZERO_BYTES // 4, np.float32))
+        self._recorded: dict[str, tuple[tuple[Any, ...], Any]] = {}  # _vulkan's sequences
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
         self._sequence = manager.sequence()
         made = [*self._shared, *self.piece_params, *self.piece_grads, self._zero]
@@ -188,12 +194,26 @@ class NcclOnVulkan:
         ops = [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies if regions]
         return [self._barrier(touched), *ops, self._barrier(touched)]
 
-    def _vulkan(self, shared: list[Any], ops: list[Any]) -> None:
-        """One submission: take ``shared`` from the other API (once its work is done), ``ops``,
-        hand ``shared`` back; wait."""
+    def _vulkan(self, name: str, key: tuple[Any, ...], shared: list[Any], ops: Any) -> None:
+        """One submission: take ``shared`` from the other API (once its work is done), the ops
+        ``ops()`` makes, hand ``shared`` back; wait. Recorded once per ``key`` (the kp tensors
+        it reads, kept) into a sequence of its own, ``name``'s, and submitted again after that."""
         self.bridge.wait_other()
-        take = self.bridge.acquire_ops(self.manager, shared)
-        self._run([*take, *ops, *self.bridge.release_ops(self.manager, shared)])
+        recorded = self._recorded.get(name)
+        kept: tuple[Any, ...] = recorded[0] if recorded is not None else ()
+        if (
+            recorded is None
+            or len(kept) != len(key)
+            or any(a is not b for a, b in zip(kept, key, strict=True))
+        ):
+            if recorded is not None:
+                recorded[1].destroy()
+            sequence = self.manager.sequence()
+            take = self.bridge.acquire_ops(self.manager, shared)
+            for op in [*take, *ops(), *self.bridge.release_ops(self.manager, shared)]:
+                sequence.record(op)
+            recorded = self._recorded[name] = (key, sequence)
+        recorded[1].eval()
 
     def _param_copies(self) -> list[Copy]:
         """This rank's shard of each param into its piece (the padding past a param stays 0)."""
@@ -227,11 +247,15 @@ class NcclOnVulkan:
             sources.append(grad)
         copies = [(g, self.grad_send, self._segments[i]) for i, g in enumerate(sources)]
         first = [self._kp.OpTensorSyncDevice(uploads)] if uploads else []
-        self._vulkan([self.grad_send], [*first, *self._copy_ops(copies + self._param_copies())])
+        key = tuple(id(g) for g in sources)
+        self._vulkan(
+            "pull", key, [self.grad_send], lambda: [*first, *self._copy_ops(copies + self._param_copies())]
+        )
 
     def reduce_scatter(self, comm: Any, world: int) -> None:
         """Step 2: the mean of every rank's gradients, this rank's shard, in ``grad_recv``."""
         recv = self.views[1]
+        self.bridge.pending = True
         comm.reduce_scatter_tensors(self.views[0], recv)
         recv.div_(float(world))  # float32 / world, as the host path's np.divide
 
@@ -265,6 +289,7 @@ class NcclOnVulkan:
 
     def all_gather(self, comm: Any) -> None:
         """Step 4: every rank's updated shard into ``param_recv``."""
+        self.bridge.pending = True
         comm.all_gather_tensors(self.views[2], self.views[3])
 
     def push(self, clear: Sequence[Any]) -> None:
@@ -274,11 +299,14 @@ class NcclOnVulkan:
             for i, u in enumerate(self.units)
         ]
         copies += [(self._zero, t, _chunks(4 * int(t.size()), _ZERO_BYTES)) for t in clear]
-        self._vulkan([self.param_recv], self._copy_ops(copies))
+        self._vulkan("push", tuple(clear), [self.param_recv], lambda: self._copy_ops(copies))
 
     def close(self) -> None:
         self.views = []
         self._sequence.destroy()
+        for _key, sequence in self._recorded.values():
+            sequence.destroy()
+        self._recorded = {}
         for tensor in [
             *self._shared,
             *self.piece_params,

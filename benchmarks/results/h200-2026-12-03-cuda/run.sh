@@ -8,7 +8,9 @@
 #   handover.txt     the cost of to_cuda / to_vulkan
 #   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
 #                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
-#   rest.txt         the suite's files the 2026-12-03 host run did not reach, under validation
+#   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
+#                    under validation
+# A first argument "rest" adds rest.txt.
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 bash scripts/gpu-kit.sh install > "$OUT/install.log" 2>&1 || { tail -40 "$OUT/install.log"; exit 1; }
@@ -32,10 +34,23 @@ for n in (1 << 10, 1 << 24):
         print(f"n={n} {k}: median {1e3 * float(np.median(x[20:])):.4f} ms")
     mgr.sequence().eval(kp.OpTensorSyncLocal([t]))
     print("after 200 adds of 1 to ones:", float(np.array(t.data())[0]), float(np.array(t.data())[-1]))
+# what one round trip to each API costs on this machine
+import torch
+x = kp.Manager().sequence(); torch.cuda.synchronize()
+def median_us(f, n=200):
+    s = []
+    for _ in range(n):
+        a = time.perf_counter(); f(); s.append(time.perf_counter() - a)
+    return 1e6 * float(np.median(s[20:]))
+t = interop.exportable_tensor(mgr, np.ones(1024, np.float32))
+seq = mgr.sequence(); seq.record(kp.OpTensorSyncDevice([t]))
+print(f"torch.cuda.synchronize, idle: {median_us(torch.cuda.synchronize):.1f} us")
+print(f"a recorded kp sequence (one 4 KiB upload), eval again: {median_us(seq.eval):.1f} us")
+print(f"a new kp sequence: {median_us(mgr.sequence, 50):.1f} us")
 PY
 cat "$OUT/handover.txt"
 timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"
-timeout 170 "$PYTHON" -m pytest --vk-validation tests/test_zero1_device.py tests/test_zero1_shard.py \
+[ "${1:-}" = rest ] && timeout 170 "$PYTHON" -m pytest --vk-validation tests/test_zero1_device.py tests/test_zero1_shard.py \
   plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/rest.txt" 2>&1
-echo "rest rc=$?"; tail -4 "$OUT/rest.txt"
+[ "${1:-}" = rest ] && { echo "rest rc=$?"; tail -4 "$OUT/rest.txt"; }
