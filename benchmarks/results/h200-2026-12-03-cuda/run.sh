@@ -5,7 +5,8 @@
 #   cuda-tests.txt   tests/test_cuda_interop.py and tests/test_zero1_vulkan_collectives.py under
 #                    Khronos core + synchronization validation (as_torch, 1,000 hand-overs each way,
 #                    NCCL at world size 1 on the Vulkan buffers)
-#   handover.txt     the cost of to_cuda / to_vulkan
+#   handover.txt     the cost of to_cuda / to_vulkan, and of a round trip to each API
+#   cuda_view.txt    examples/interop/cuda_view.py
 #   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
 #                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
 #   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
@@ -49,6 +50,7 @@ print(f"a recorded kp sequence (one 4 KiB upload), eval again: {median_us(seq.ev
 print(f"a new kp sequence: {median_us(mgr.sequence, 50):.1f} us")
 PY
 cat "$OUT/handover.txt"
+timeout 60 "$PYTHON" examples/interop/cuda_view.py > "$OUT/cuda_view.txt" 2>&1; cat "$OUT/cuda_view.txt"
 timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"
 [ "${1:-}" = rest ] && timeout 170 "$PYTHON" -m pytest --vk-validation tests/test_zero1_device.py tests/test_zero1_shard.py \
