@@ -60,6 +60,8 @@ class ShardAccess:
     @property
     def communicator(self) -> str:
         """The engine and transport the collectives run on."""
+        if getattr(self, "_nccl", None) is not None:  # the step's collectives need no staging
+            return f"torch.distributed nccl on the Vulkan buffers, {self._comm.size} ranks"
         return self._comm.describe()
 
     @property
