@@ -205,3 +205,18 @@ def test_an_optimizers_exportable_buffers_are_viewed_by_torch(cuda_manager, rng)
         # exp_avg after one step is (1 - beta1) * grad, computed in float32 by the shader
         np.testing.assert_allclose(interop.as_torch(m).cpu().numpy()[:5000], 0.1 * grads, rtol=1e-6)
         interop.to_vulkan(m)
+
+
+def test_the_cuda_view_example_in_a_fresh_process(cuda_manager):
+    """examples/interop/cuda_view.py, whose first CUDA call is as_torch: the process's first
+    mapping must alias the Vulkan buffer as later ones do."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "interop" / "cuda_view.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[:3] == ["step 1: -0.1000 on CUDA", "step 2: -0.2000 on CUDA", "step 3: -0.3000 on CUDA"]
+    assert lines[-1] == "after 3 steps, clamped at -0.25: -0.2500 on Vulkan"

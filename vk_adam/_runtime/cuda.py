@@ -136,18 +136,26 @@ class Driver:
             self._check(result, "cuCtxPushCurrent")
         return dev.value
 
-    def _pop(self, dev: int) -> None:
+    def _pop(self, dev: int, releases: int = 1) -> None:
+        """Pop the context :meth:`_push` pushed and release the primary context ``releases``
+        times (0: the caller keeps the retain)."""
         ctx = ctypes.c_void_p()
         self._lib.cuCtxPopCurrent_v2(ctypes.byref(ctx))
-        self._lib.cuDevicePrimaryCtxRelease_v2(ctypes.c_int(dev))
+        for _ in range(releases):
+            self._lib.cuDevicePrimaryCtxRelease_v2(ctypes.c_int(dev))
 
     def import_fd(self, ordinal: int, fd: int, allocation_size: int) -> tuple[int, int]:
         """(external memory handle, device pointer) over the whole dedicated allocation ``fd``
         exports (``allocation_size`` bytes: mapping a size that is not the allocation's
         alignment makes CUDA's copies of it fail). CUDA owns ``fd`` once this returns; on an
-        error nothing is imported and the fd is still the caller's."""
+        error nothing is imported and the fd is still the caller's.
+
+        The mapping lives in the device's primary context, so it keeps one retain of that
+        context until :meth:`release`: were it the only user (torch creates its context
+        lazily), releasing it here would destroy the context and the mapping with it."""
         with self._lock:
             dev = self._push(ordinal)
+            kept = False
             try:
                 memory = ctypes.c_void_p()
                 desc = _handle_desc(fd, allocation_size)
@@ -163,12 +171,14 @@ class Driver:
                 if result != 0:
                     self._lib.cuDestroyExternalMemory(memory)  # the fd went with it (CUDA's now)
                     self._check(result, "cuExternalMemoryGetMappedBuffer")
+                kept = True
                 return int(memory.value or 0), int(pointer.value)
             finally:
-                self._pop(dev)
+                self._pop(dev, releases=0 if kept else 1)
 
     def release(self, ordinal: int, memory: int, pointer: int) -> None:
-        """Free a mapped buffer and destroy its external memory object."""
+        """Free a mapped buffer and destroy its external memory object; release the primary
+        context's retain :meth:`import_fd` kept."""
         with self._lock:
             dev = self._push(ordinal)
             try:
@@ -176,7 +186,7 @@ class Driver:
                 destroyed = self._lib.cuDestroyExternalMemory(ctypes.c_void_p(memory))
                 self._check(destroyed, "cuDestroyExternalMemory")
             finally:
-                self._pop(dev)
+                self._pop(dev, releases=2)
 
     def free_bytes(self, ordinal: int) -> int:
         """The device's free memory (``cuMemGetInfo``), for leak checks."""

@@ -107,7 +107,8 @@ def _map_into_cuda(tensor: Any) -> Any:
     _shape, info, _manager = _described(tensor)
     torch = _torch_with_cuda()
     device = cuda.device_for_uuid(info.device_uuid)
-    torch.cuda.init()  # torch's primary context exists before the driver calls use it
+    # torch's own context (the device's primary context) made before the mapping goes into it
+    torch.cuda.synchronize(device.ordinal)
     fd, allocation_size, _memory_type = _ext.export_fd(tensor)
     dtype = str(tensor.data().dtype)
     try:
