@@ -41,7 +41,8 @@ class Communicator(Protocol):
 
     def describe(self) -> str: ...
     def reduce_scatter_sum(self, send: F32, recv: F32) -> None:
-        """``recv`` (n values) = the sum over ranks of their ``send[rank * n : rank * n + n]``."""
+        """``recv`` (n values) = the sum over ranks of their ``send[rank * n : rank * n + n]``;
+        ``send`` may be overwritten."""
 
     def all_gather(self, send: Array, recv: Array) -> None:
         """``recv`` (C-contiguous, ``size`` times ``send``'s bytes) = every rank's ``send``, in rank order."""
@@ -107,14 +108,35 @@ class TorchCommunicator:
             self.staging_seconds += time.perf_counter() - started
 
     def reduce_scatter_sum(self, send: F32, recv: F32) -> None:
+        if self._device is None and self.backend == "gloo":
+            # gloo's reduce-scatter is several times slower than its all-reduce (64 MiB, 2 ranks:
+            # 315 against 50 ms on 2 cores): all-reduce ``send`` in place, keep this rank's part
+            self._dist.all_reduce(self._torch.from_numpy(send), group=self._group)
+            n = recv.size
+            recv[...] = send[self.rank * n : self.rank * n + n]
+            return
         out = self._to_engine(recv)
         self._reduce_scatter(out, self._to_engine(send), group=self._group)
         self._back(out, recv)
 
     def all_gather(self, send: Array, recv: Array) -> None:
+        if self._device is None and self.backend == "gloo":
+            # likewise its all-gather against one broadcast per rank (243 against 22 ms)
+            size, raw = send.nbytes, recv.view(np.uint8)
+            raw[self.rank * size : self.rank * size + size] = send.view(np.uint8).reshape(-1)
+            for root in range(self.size):
+                part = self._torch.from_numpy(raw[root * size : root * size + size])
+                self._dist.broadcast(part, src=self._global_rank(root), group=self._group)
+            return
         out = self._to_engine(recv.view(np.uint8))
         self._all_gather(out, self._to_engine(send.view(np.uint8)), group=self._group)
         self._back(out, recv.view(np.uint8))
+
+    def _global_rank(self, rank: int) -> int:
+        """``rank`` of this group as a rank of the default group (what ``broadcast(src=)`` takes)."""
+        if self._group is None:
+            return rank
+        return int(self._dist.get_global_rank(self._group, rank))
 
     def all_reduce_sum(self, values: F64) -> F64:
         out = np.array(values, np.float64)
