@@ -55,6 +55,17 @@ def gloo_world_of_one() -> Iterator[None]:
         dist.destroy_process_group()
 
 
+@pytest.fixture(scope="module")
+def one_rank() -> Iterator[None]:
+    """A module's one-rank gloo group (``gloo_world_of_one``); skips if one already exists."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    with gloo_world_of_one():
+        yield
+
+
 def assert_same_refusals(ranks: Sequence[Mapping[str, Any]], expected: Mapping[str, tuple[str, str]]) -> None:
     """Each bad input a ZeRO-1 worker tried (``expected``: key -> (error type, text)) raised the
     same error on every rank, naming a rank."""

@@ -30,20 +30,10 @@ from vk_adam.lora import LoRAAdapter, update_lora_adapter
 from vk_adam.schedules import CosineDecay
 
 from . import zero1_worker as worker
-from .conftest import assert_same_refusals, gloo_world_of_one, random_grad
+from .conftest import assert_same_refusals, random_grad
 from .test_zero1 import _close, _prepare, launch, mean_grad, needs_mpi
 
 # -- one rank, in this process ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def one_rank():
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    with gloo_world_of_one():
-        yield
 
 
 @pytest.fixture(params=["import", "mapped"])

@@ -21,22 +21,12 @@ import vk_adam.distributed as vkd  # noqa: E402
 from vk_adam._runtime.external import ownership_transfers  # noqa: E402
 
 from . import zero1_worker as worker  # noqa: E402
-from .conftest import gloo_world_of_one, random_grad  # noqa: E402
+from .conftest import random_grad  # noqa: E402
 from .test_zero1_device import _run_case  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ownership_transfers(), reason="kp without vk-adam's patch 0018")
 
 MIRROR = "host mirror"
-
-
-@pytest.fixture(scope="module")
-def one_rank():
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    with gloo_world_of_one():
-        yield
 
 
 @pytest.fixture()

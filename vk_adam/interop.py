@@ -171,16 +171,6 @@ def exportable_tensor(manager: Any, array: Any) -> Any:
     return tensor
 
 
-def _made(tensor: Any) -> tuple[tuple[int, ...], _ext.Sharing, Any]:
-    found = _ext.described(tensor)
-    if found is None:
-        raise ValueError(
-            "export_memory: this exportable tensor was not made by interop.exportable_tensor, "
-            "import_memory or an optimizer with exportable=True in this process"
-        )
-    return found
-
-
 def export_memory(tensor: Any) -> ExternalMemory:
     """Export an exportable kp tensor's memory (:func:`exportable_tensor`, or an optimizer's
     buffers made with ``exportable=True``): a new fd each call, owned by the returned object."""
@@ -194,7 +184,7 @@ def export_memory(tensor: Any) -> ExternalMemory:
             "manager, array), or the optimizer with exportable=True"
         )
     dtype = str(tensor.data().dtype)  # the staging view's dtype: the tensor's own
-    shape, info, _manager = _made(tensor)
+    shape, info, _manager = _ext.described_or_refuse(tensor, "export_memory")
     fd, allocation_size, memory_type = _ext.export_fd(tensor)
     return ExternalMemory(
         fd,

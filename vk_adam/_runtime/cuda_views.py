@@ -52,7 +52,7 @@ def as_torch(tensor: Any) -> Any:
         mapping = _map_into_cuda(tensor)
         _MAPPINGS[id(tensor)] = mapping
     torch = _torch_with_cuda()
-    shape, _info, _manager = _described(tensor)
+    shape, _info, _manager = _ext.described_or_refuse(tensor, "as_torch")
     return torch.as_tensor(mapping, device=f"cuda:{mapping.device.ordinal}").view(shape)
 
 
@@ -104,7 +104,7 @@ def _torch_with_cuda() -> Any:
 def _map_into_cuda(tensor: Any) -> Any:
     from . import cuda
 
-    _shape, info, _manager = _described(tensor)
+    _shape, info, _manager = _ext.described_or_refuse(tensor, "as_torch")
     torch = _torch_with_cuda()
     device = cuda.device_for_uuid(info.device_uuid)
     # torch's own context (the device's primary context) made before the mapping goes into it
@@ -131,7 +131,7 @@ def _hand_over(tensors: tuple[Any, ...], *, to_external: bool) -> None:
             _torch_with_cuda().cuda.synchronize(mapping.device.ordinal)
     by_manager: dict[int, tuple[Any, list[Any]]] = {}
     for tensor in moving:
-        manager = _described(tensor)[2]
+        manager = _ext.described_or_refuse(tensor, what)[2]
         by_manager.setdefault(id(manager), (manager, []))[1].append(tensor)
     for manager, group in by_manager.values():
         sequence = _SEQUENCES.get(manager)
@@ -144,16 +144,6 @@ def _hand_over(tensors: tuple[Any, ...], *, to_external: bool) -> None:
             _WITH_CUDA[id(tensor)] = tensor
         else:
             _WITH_CUDA.pop(id(tensor), None)
-
-
-def _described(tensor: Any) -> tuple[tuple[int, ...], _ext.Sharing, Any]:
-    found = _ext.described(tensor)
-    if found is None:
-        raise ValueError(
-            "this exportable tensor was not made by interop.exportable_tensor or an optimizer with "
-            "exportable=True in this process"
-        )
-    return found
 
 
 __all__ = ["as_torch", "to_cuda", "to_vulkan"]

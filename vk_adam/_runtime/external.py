@@ -114,6 +114,17 @@ def described(tensor: Any) -> tuple[tuple[int, ...], Sharing, Any] | None:
     return entry[1], entry[2], entry[3]
 
 
+def described_or_refuse(tensor: Any, what: str) -> tuple[tuple[int, ...], Sharing, Any]:
+    """:func:`described`, or ValueError naming ``what`` for a tensor this process did not make."""
+    found = described(tensor)
+    if found is None:
+        raise ValueError(
+            f"{what}: this exportable tensor was not made by interop.exportable_tensor, "
+            "import_memory or an optimizer with exportable=True in this process"
+        )
+    return found
+
+
 def exportable_buffer(manager: Any, data: np.ndarray, info: Sharing) -> Any:
     """:func:`exportable_tensor` for a buffer vk-adam makes (flat; its device ``info``), which
     ``vk_adam.interop.export_memory`` can then export."""
@@ -251,6 +262,7 @@ __all__ = [
     "Sharing",
     "copy_regions_op",
     "described",
+    "described_or_refuse",
     "export_fd",
     "exportable_buffer",
     "exportable_tensor",
