@@ -102,6 +102,9 @@ def test_step_without_grads_reads_the_grad_buffers(rng, one_rank, kp_manager, mi
         opt.step()
         ref.step([grad])
         assert not worker.download(mgr, [opt.grad_buffer(0, 0)])[0].any()
+    # the same gradient buffers every step: the pull and the push were recorded once each (a
+    # sequence made and recorded again each step costs more than the step's GPU work)
+    assert opt._nccl is not None and opt._nccl.recordings == 2
     # clipping: the norm is summed in float64 on the collectives' side, in float32 by one
     # process's device, so the results agree to float32 rounding, not bit for bit
     a, b = worker.download(mgr, [param, other])

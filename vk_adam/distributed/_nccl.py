@@ -157,6 +157,8 @@ class NcclOnVulkan:
         self.piece_grads = [manager.tensor(a) for a in plain[1::2]]
         self._zero = manager.tensor(np.zeros(_ZERO_BYTES // 4, np.float32))
         self._recorded: dict[str, tuple[tuple[Any, ...], Any]] = {}  # _vulkan's sequences
+        #: How many times _vulkan recorded a sequence (once per name while its kp tensors stay).
+        self.recordings = 0
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
         self._sequence = manager.sequence()
         made = [*self._shared, *self.piece_params, *self.piece_grads, self._zero]
@@ -197,7 +199,8 @@ class NcclOnVulkan:
     def _vulkan(self, name: str, key: tuple[Any, ...], shared: list[Any], ops: Any) -> None:
         """One submission: take ``shared`` from the other API (once its work is done), the ops
         ``ops()`` makes, hand ``shared`` back; wait. Recorded once per ``key`` (the kp tensors
-        it reads, kept) into a sequence of its own, ``name``'s, and submitted again after that."""
+        it reads, kept and compared by identity: a fresh ``id()`` int is never ``is`` an earlier
+        one) into a sequence of its own, ``name``'s, and submitted again after that."""
         self.bridge.wait_other()
         recorded = self._recorded.get(name)
         kept: tuple[Any, ...] = recorded[0] if recorded is not None else ()
@@ -213,6 +216,7 @@ class NcclOnVulkan:
             for op in [*take, *ops(), *self.bridge.release_ops(self.manager, shared)]:
                 sequence.record(op)
             recorded = self._recorded[name] = (key, sequence)
+            self.recordings += 1
         recorded[1].eval()
 
     def _param_copies(self) -> list[Copy]:
@@ -247,9 +251,11 @@ class NcclOnVulkan:
             sources.append(grad)
         copies = [(g, self.grad_send, self._segments[i]) for i, g in enumerate(sources)]
         first = [self._kp.OpTensorSyncDevice(uploads)] if uploads else []
-        key = tuple(id(g) for g in sources)
         self._vulkan(
-            "pull", key, [self.grad_send], lambda: [*first, *self._copy_ops(copies + self._param_copies())]
+            "pull",
+            tuple(sources),
+            [self.grad_send],
+            lambda: [*first, *self._copy_ops(copies + self._param_copies())],
         )
 
     def reduce_scatter(self, comm: Any, world: int) -> None:
