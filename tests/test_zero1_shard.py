@@ -304,3 +304,50 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
     ref.close()
     with pytest.raises(OptimizerClosedError):
         opt.step(grads)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size):
+    """Each rank's part of the sum, added in rank order whatever order the messages arrive in
+    (ranks as threads, messages as queues; rank ``r``'s posts held back by ``r`` sleeps)."""
+    import queue
+    import threading
+    import time
+
+    from vk_adam.distributed._comm import exchange_reduce_scatter
+
+    n = 1000
+    sends = [
+        (rng.standard_normal(size * n) * 10.0 ** rng.integers(-3, 4, size * n)).astype(np.float32)
+        for _ in range(size)
+    ]
+    boxes = {(a, b): queue.Queue() for a in range(size) for b in range(size)}
+    recvs = [np.full(n, np.nan, np.float32) for _ in range(size)]
+
+    class Done:
+        def wait(self) -> None:
+            pass
+
+    def rank(r: int) -> None:
+        def post(part, peer):
+            time.sleep(0.01 * (size - r))  # later ranks' parts arrive first
+            boxes[(r, peer)].put(part.copy())
+            return Done()
+
+        def take(into, peer):
+            into[...] = boxes[(peer, r)].get(timeout=10)
+
+        exchange_reduce_scatter(sends[r], recvs[r], r, size, post, take)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in range(size):
+        expected = sends[0][r * n : r * n + n].copy()
+        for s in range(1, size):
+            expected += sends[s][r * n : r * n + n]
+        assert recvs[r].tobytes() == expected.tobytes()
+        exact = sum(s[r * n : r * n + n].astype(np.float64) for s in sends)
+        np.testing.assert_allclose(recvs[r], exact, rtol=1e-5 * size, atol=1e-5 * np.abs(exact).max())

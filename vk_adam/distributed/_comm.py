@@ -15,6 +15,7 @@ if one did, every rank raises the same error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -109,11 +110,17 @@ class TorchCommunicator:
 
     def reduce_scatter_sum(self, send: F32, recv: F32) -> None:
         if self._device is None and self.backend == "gloo":
-            # gloo's reduce-scatter is several times slower than its all-reduce (64 MiB, 2 ranks:
-            # 315 against 50 ms on 2 cores): all-reduce ``send`` in place, keep this rank's part
-            self._dist.all_reduce(self._torch.from_numpy(send), group=self._group)
-            n = recv.size
-            recv[...] = send[self.rank * n : self.rank * n + n]
+            # gloo's reduce-scatter is several times slower than point-to-point (64 MiB, 2 ranks,
+            # 2 cores: 73 ms, its all-reduce 35 ms, this exchange 22 ms)
+            torch, dist, group = self._torch, self._dist, self._group
+
+            def post(part: F32, peer: int) -> Any:
+                return dist.isend(torch.from_numpy(part), self._global_rank(peer), group=group)
+
+            def take(into: F32, peer: int) -> None:
+                dist.recv(torch.from_numpy(into), self._global_rank(peer), group=group)
+
+            exchange_reduce_scatter(send, recv, self.rank, self.size, post, take)
             return
         out = self._to_engine(recv)
         self._reduce_scatter(out, self._to_engine(send), group=self._group)
@@ -192,7 +199,16 @@ class MpiCommunicator:
         return f"MPI through mpi4py ({library}), {self.size} ranks"
 
     def reduce_scatter_sum(self, send: F32, recv: F32) -> None:
-        self._comm.Reduce_scatter_block(send, recv, op=self._mpi.SUM)
+        # Open MPI's Reduce_scatter_block is several times slower than point-to-point (64 MiB,
+        # 2 ranks, 2 cores: 44.5 ms, this exchange 6.7 ms)
+        comm = self._comm
+
+        def take(into: F32, peer: int) -> None:
+            comm.Recv(into, source=peer, tag=_TAG)
+
+        exchange_reduce_scatter(
+            send, recv, self.rank, self.size, lambda part, peer: comm.Isend(part, dest=peer, tag=_TAG), take
+        )
 
     def all_gather(self, send: Array, recv: Array) -> None:
         self._comm.Allgather(send.view(np.uint8), recv.view(np.uint8))
@@ -209,6 +225,40 @@ class MpiCommunicator:
     def gather_object(self, obj: Any, root: int) -> list[Any] | None:
         out = self._comm.gather(obj, root=root)
         return None if out is None else list(out)
+
+
+#: The MPI tag of the reduce-scatter's messages.
+_TAG = 0x7A
+
+
+def exchange_reduce_scatter(
+    send: F32,
+    recv: F32,
+    rank: int,
+    size: int,
+    post: Callable[[F32, int], Any],
+    take: Callable[[F32, int], None],
+) -> None:
+    """``recv`` = the sum over ranks of each rank's ``send`` part ``rank`` (``send`` is ``size``
+    parts of ``recv.size``), by point-to-point messages: every other rank's part posted to it
+    (``post(part, peer)``, non-blocking, returns a request with ``wait()``), then the parts of
+    this rank received (``take(into, peer)``) and added in rank order. The sum is the same on
+    any engine and any schedule: rank 0's part, plus rank 1's, and so on, in float32."""
+    n = recv.size
+    parts = [send[r * n : r * n + n] for r in range(size)]
+    requests = [post(parts[peer], peer) for peer in range(size) if peer != rank]
+    scratch = np.empty(n, np.float32) if size > 1 else recv
+    for source in range(size):
+        part = parts[rank]
+        if source != rank:
+            take(scratch, source)
+            part = scratch
+        if source == 0:
+            recv[...] = part
+        else:
+            np.add(recv, part, out=recv)
+    for request in requests:
+        request.wait()
 
 
 def is_mpi_comm(obj: object) -> bool:

@@ -9,6 +9,9 @@
 #   cuda_view.txt    examples/interop/cuda_view.py
 #   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
 #                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
+#   profile.txt      profile_nccl.py: the NCCL step at world size 1 by phase, and cProfile of it
+#   collectives.txt  collectives.py: gloo and MPI on 64 MiB at 2 ranks, each way to reduce-scatter
+#                    and all-gather
 #   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
 #                    under validation
 # A first argument "rest" adds rest.txt.
@@ -53,6 +56,12 @@ cat "$OUT/handover.txt"
 timeout 60 "$PYTHON" examples/interop/cuda_view.py > "$OUT/cuda_view.txt" 2>&1; cat "$OUT/cuda_view.txt"
 timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"
+timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/profile_nccl.py > "$OUT/profile.txt" 2>&1
+echo "profile rc=$?"; head -12 "$OUT/profile.txt"
+C=benchmarks/results/h200-2026-12-03-cuda/collectives.py
+timeout 60 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 "$C" > "$OUT/collectives.txt" 2>&1
+timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root "$PYTHON" "$C" mpi >> "$OUT/collectives.txt" 2>&1
+grep "ms$" "$OUT/collectives.txt"
 [ "${1:-}" = rest ] && timeout 170 "$PYTHON" -m pytest --vk-validation tests/test_zero1_device.py tests/test_zero1_shard.py \
   plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/rest.txt" 2>&1
 [ "${1:-}" = rest ] && { echo "rest rc=$?"; tail -4 "$OUT/rest.txt"; }
