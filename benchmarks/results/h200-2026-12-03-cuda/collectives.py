@@ -12,7 +12,7 @@ N = 1 << 24
 
 def timed(name, f, barrier, rank):
     s = []
-    for i in range(12):
+    for _ in range(12):
         barrier()
         a = time.perf_counter()
         f()
@@ -41,7 +41,9 @@ if sys.argv[1:] == ["mpi"]:
             comm.Sendrecv(send[to * part : (to + 1) * part], to, 7, tmp, frm, 7)
             recv.__iadd__(tmp)
 
-    timed("MPI Reduce_scatter_block", lambda: comm.Reduce_scatter_block(send, recv, MPI.SUM), comm.Barrier, rank)
+    timed(
+        "MPI Reduce_scatter_block", lambda: comm.Reduce_scatter_block(send, recv, MPI.SUM), comm.Barrier, rank
+    )
     timed("MPI Allreduce in place", lambda: comm.Allreduce(MPI.IN_PLACE, send, MPI.SUM), comm.Barrier, rank)
     timed("MPI pairwise Sendrecv + add", pairwise_rs, comm.Barrier, rank)
     timed("MPI Allgather", lambda: comm.Allgather(recv, full), comm.Barrier, rank)

@@ -28,7 +28,7 @@ rt.run([rt.upload_op(params + grads)])
 opt = vkd.ZeroRedundancyOptimizer(params, "adamw", manager=rt.manager, lr=1e-4)
 print("transport:", opt.communicator, "|", opt.device_staging)
 steps, phases = [], []
-for i in range(60):
+for _ in range(60):
     a = time.perf_counter()
     opt.step(grads)
     steps.append(time.perf_counter() - a)

@@ -10,6 +10,8 @@
 #   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
 #                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
 #   profile.txt      profile_nccl.py: the NCCL step at world size 1 by phase, and cProfile of it
+#   costs.txt        interop_costs.py: each piece of a hand-over and of the NCCL step, apart
+#   profile-gloo.txt profile_gloo.py: cProfile of a gloo step on device buffers, 2 ranks
 #   collectives.txt  collectives.py: gloo and MPI on 64 MiB at 2 ranks, each way to reduce-scatter
 #                    and all-gather
 #   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
@@ -58,6 +60,11 @@ timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" 
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"
 timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/profile_nccl.py > "$OUT/profile.txt" 2>&1
 echo "profile rc=$?"; head -12 "$OUT/profile.txt"
+timeout 90 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/interop_costs.py > "$OUT/costs.txt" 2>&1
+echo "costs rc=$?"; cat "$OUT/costs.txt"
+timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 benchmarks/results/h200-2026-12-03-cuda/profile_gloo.py \
+  > "$OUT/profile-gloo.txt" 2>&1
+echo "profile-gloo rc=$?"; grep -A30 "host staging" "$OUT/profile-gloo.txt" | head -34
 C=benchmarks/results/h200-2026-12-03-cuda/collectives.py
 timeout 60 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 "$C" > "$OUT/collectives.txt" 2>&1
 timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root "$PYTHON" "$C" mpi >> "$OUT/collectives.txt" 2>&1
