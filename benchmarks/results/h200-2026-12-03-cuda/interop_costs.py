@@ -60,7 +60,6 @@ release = ext.ownership_transfer_op([small], mgr, to_external=True)
 acquire = ext.ownership_transfer_op([small], mgr, to_external=False)
 rows = {
     "empty sequence": recorded(mgr, [kp.OpMemoryBarrier([small], w, rw, int(st.transfer), int(st.transfer))]),
-    "release 4 KiB buffer to EXTERNAL": None,
     "acquire from EXTERNAL + release": recorded(mgr, [acquire, release]),
     "64 MiB copy, plain buffers": recorded(mgr, copy(pa, pb)),
     "64 MiB copy, exportable buffers": recorded(mgr, copy(ex_a, ex_b)),
