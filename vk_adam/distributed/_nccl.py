@@ -8,7 +8,8 @@ mappings. This rank's shard is updated by an ordinary :class:`vk_adam.Optimizer`
 pieces (one kp tensor per piece of a buffer set, each a window of that buffer set). One step:
 
 1. Vulkan: each device gradient into the gradient buffer and this rank's shard of each param
-   into its piece (byte-range copies); the gradient buffer handed to CUDA;
+   into its piece (byte-range copies, as compute dispatches: ``vkCmdCopyBuffer`` ran at a fifth
+   of the memory bandwidth on an H200); the gradient buffer handed to CUDA;
 2. CUDA: NCCL reduce-scatter, the mean (float32 division, as the host path computes it) and,
    with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
    all-reduced; then the summed shard handed back;
@@ -37,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from .._rules.spirv import load_spirv
+from .._runtime import Runtime
 from .._runtime import external as _ext
-from .._runtime.device_staging import _chunks
 from ._plan import Unit
 from ._shard import Partition
 
@@ -48,8 +50,6 @@ NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
 TEST_BRIDGE_ENV = "VK_ADAM_ZERO_TEST_BRIDGE"
 #: (source kp tensor, destination kp tensor, [(source byte, destination byte, bytes)])
 Copy = tuple[Any, Any, list[tuple[int, int, int]]]
-#: Bytes of the zero source that clears gradient buffers.
-_ZERO_BYTES = 1 << 22
 
 
 class CudaBridge:
@@ -155,13 +155,15 @@ class NcclOnVulkan:
         plain = [np.zeros(p.size, np.float32) for p in self.pieces for _ in range(2)]
         self.piece_params = [manager.tensor(a) for a in plain[0::2]]
         self.piece_grads = [manager.tensor(a) for a in plain[1::2]]
-        self._zero = manager.tensor(np.zeros(_ZERO_BYTES // 4, np.float32))
+        # the copies and clears are compute dispatches (glsl/copy_words.comp, fill_words.comp)
+        self._rt = Runtime(manager=manager)
+        self._pipelines: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (shader, ids) -> (pipeline, tensors)
         self._recorded: dict[str, tuple[tuple[Any, ...], Any]] = {}  # _vulkan's sequences
         #: How many times _vulkan recorded a sequence (once per name while its kp tensors stay).
         self.recordings = 0
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
         self._sequence = manager.sequence()
-        made = [*self._shared, *self.piece_params, *self.piece_grads, self._zero]
+        made = [*self._shared, *self.piece_params, *self.piece_grads]
         # between steps the collectives' side holds the shared buffers
         self._run([self._kp.OpTensorSyncDevice(made), *bridge.release_ops(manager, self._shared)])
         self.views = [bridge.view(t) for t in self._shared]
@@ -187,14 +189,51 @@ class NcclOnVulkan:
         stages = int(stage.compute_shader) | int(stage.transfer)
         return self._kp.OpMemoryBarrier(list(tensors), writes, uses, stages, stages)
 
-    def _copy_ops(self, copies: list[Copy]) -> list[Any]:
-        """The byte-range ``copies`` (source, destination, regions), after every earlier write
-        to and use of their buffers, and before every later one."""
+    def _pipeline(self, spirv: str, tensors: tuple[Any, ...], words: int, push: int) -> Any:
+        """The pipeline of ``spirv`` over ``tensors``, made once per tensors (sized for ``words``;
+        its shader loops over any more)."""
+        key = (spirv, *(id(t) for t in tensors))
+        made = self._pipelines.get(key)
+        if made is None:
+            pipeline = self._rt.pipeline(list(tensors), load_spirv(spirv), words, (), push)
+            made = self._pipelines[key] = (pipeline, *tensors)  # the tensors kept: ids stay theirs
+        return made[0]
+
+    def _copy_ops(self, copies: list[Copy], clear: Sequence[Any] = ()) -> list[Any]:
+        """The byte-range ``copies`` (source, destination, regions), then the kp tensors of
+        ``clear`` zeroed, after every earlier write to and use of their buffers, and before every
+        later one. Compute dispatches, with a barrier between two that share a buffer one of
+        them writes: a dispatch accesses its whole buffers as far as the Vulkan spec (and
+        synchronization validation) is concerned, even where the byte ranges do not overlap."""
         touched = list({id(t): t for c in copies for t in c[:2]}.values())
+        touched += [t for t in clear if all(t is not u for u in touched)]
         if not touched:
             return []
-        ops = [_ext.copy_regions_op(src, dst, regions) for src, dst, regions in copies if regions]
-        return [self._barrier(touched), *ops, self._barrier(touched)]
+        ops: list[Any] = [self._barrier(touched)]
+        read: set[int] = set()  # the buffers dispatched since the last barrier read and wrote
+        written: set[int] = set()
+
+        def dispatch(pipeline: Any, push: Any, reads: Any, writes: Any) -> None:
+            if id(writes) in read | written or (reads is not None and id(reads) in written):
+                ops.append(self._barrier(touched))
+                read.clear()
+                written.clear()
+            ops.append(
+                self._rt.dispatch_op(pipeline, np.array(push, np.uint32).view(np.float32), ordered=True)
+            )
+            written.add(id(writes))
+            if reads is not None:
+                read.add(id(reads))
+
+        for src, dst, regions in copies:
+            for at_src, at_dst, size in regions:
+                assert at_src % 4 == at_dst % 4 == size % 4 == 0, "every buffer here holds 4-byte words"
+                pipeline = self._pipeline("copy_words", (src, dst), size // 4, 3)
+                dispatch(pipeline, [at_src // 4, at_dst // 4, size // 4], src, dst)
+        for tensor in clear:
+            words = int(tensor.size())
+            dispatch(self._pipeline("fill_words", (tensor,), words, 2), [0, words], None, tensor)
+        return [*ops, self._barrier(touched)]
 
     def _vulkan(self, name: str, key: tuple[Any, ...], shared: list[Any], ops: Any) -> None:
         """One submission: take ``shared`` from the other API (once its work is done), the ops
@@ -304,22 +343,16 @@ class NcclOnVulkan:
             (self.param_recv, u.tensor, [(at, o, n) for o, at, n in self._segments[i]])
             for i, u in enumerate(self.units)
         ]
-        copies += [(self._zero, t, _chunks(4 * int(t.size()), _ZERO_BYTES)) for t in clear]
-        self._vulkan("push", tuple(clear), [self.param_recv], lambda: self._copy_ops(copies))
+        self._vulkan("push", tuple(clear), [self.param_recv], lambda: self._copy_ops(copies, clear))
 
     def close(self) -> None:
         self.views = []
         self._sequence.destroy()
         for _key, sequence in self._recorded.values():
             sequence.destroy()
-        self._recorded = {}
-        for tensor in [
-            *self._shared,
-            *self.piece_params,
-            *self.piece_grads,
-            self._zero,
-            *self._host_grads.values(),
-        ]:
+        self._recorded, self._pipelines = {}, {}
+        self._rt.close()  # its pipelines; the manager is the application's
+        for tensor in [*self._shared, *self.piece_params, *self.piece_grads, *self._host_grads.values()]:
             tensor.destroy()
         self._shared, self.piece_params, self.piece_grads, self._host_grads = [], [], [], {}
 
