@@ -116,7 +116,7 @@ def test_host_staging_gives_each_rank_the_mean_and_every_rank_the_params(rng, dt
     for rank in range(world):  # reduce-scatter, then the mean
         n = part.max_shard
         staging[rank].grad_recv[:] = np.sum([s.grad_send[rank * n : (rank + 1) * n] for s in staging], axis=0)
-        staging[rank].mean(world)
+        np.divide(staging[rank].grad_recv, np.float32(world), out=staging[rank].grad_recv)
     for rank in range(world):
         for piece, grad in zip(staging[rank].pieces, staging[rank].shard_grads(), strict=True):
             whole = np.zeros(totals[piece.group])
@@ -306,17 +306,19 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
         opt.step(grads)
 
 
+@pytest.mark.parametrize("mean", [False, True])
 @pytest.mark.parametrize("size", [1, 2, 3, 4])
-def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size):
+def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size, mean):
     """Each rank's part of the sum, added in rank order whatever order the messages arrive in
-    (ranks as threads, messages as queues; rank ``r``'s posts held back by ``r`` sleeps)."""
+    (ranks as threads, messages as queues; rank ``r``'s posts held back by ``r`` sleeps); with
+    ``mean``, then divided by the rank count, bit for bit as a division after the sum."""
     import queue
     import threading
     import time
 
     from vk_adam.distributed._comm import exchange_reduce_scatter
 
-    n = 1000
+    n = 70_001  # more than one chunk of the fused division, and not a multiple of one
     sends = [
         (rng.standard_normal(size * n) * 10.0 ** rng.integers(-3, 4, size * n)).astype(np.float32)
         for _ in range(size)
@@ -337,7 +339,7 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         def take(into, peer):
             into[...] = boxes[(peer, r)].get(timeout=10)
 
-        exchange_reduce_scatter(sends[r], recvs[r], r, size, post, take)
+        exchange_reduce_scatter(sends[r], recvs[r], r, size, post, take, mean=mean)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
     for t in threads:
@@ -348,6 +350,8 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         expected = sends[0][r * n : r * n + n].copy()
         for s in range(1, size):
             expected += sends[s][r * n : r * n + n]
+        if mean:
+            expected /= np.float32(size)
         assert recvs[r].tobytes() == expected.tobytes()
-        exact = sum(s[r * n : r * n + n].astype(np.float64) for s in sends)
+        exact = sum(s[r * n : r * n + n].astype(np.float64) for s in sends) / (size if mean else 1)
         np.testing.assert_allclose(recvs[r], exact, rtol=1e-5 * size, atol=1e-5 * np.abs(exact).max())

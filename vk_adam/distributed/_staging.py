@@ -8,7 +8,7 @@ memory the device reads and writes in place); the copies here skip them.
 
 * ``grad_send`` (float32, ``world * max_shard``): every gradient, in the padded layout of the
   collectives (``_shard``), what the reduce-scatter reads; ``grad_recv``: this rank's shard of
-  the sum, then of the mean.
+  the mean (the communicator's reduce-scatter divides).
 * ``pieces``: this rank's shard of the params, one array per piece of a param group, the params
   of the rank's own optimizer (refreshed from the rank's params before each step, so an edit
   of the params between steps is taken, as one process takes it); views of ``param_send``
@@ -77,10 +77,6 @@ class ShardStaging:
                 flat = grad.reshape(-1)
                 for at, offset, count in part.segments(gi, slot.offset, slot.offset + slot.size):
                     buffer[at : at + count] = flat[offset : offset + count]
-
-    def mean(self, world: int) -> None:
-        """The reduced sum in ``grad_recv`` divided by the world size, in float32."""
-        np.divide(self.grad_recv, np.float32(world), out=self.grad_recv)
 
     def shard_grads(self) -> list[Array]:
         """Each piece's mean gradient, in its params' dtype: float32 pieces get the same views of

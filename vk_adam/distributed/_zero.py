@@ -51,9 +51,9 @@ Array = npt.NDArray[Any]
 _T = TypeVar("_T")
 
 #: The phases of a step in ``last_timings``: agree (the all-reduce of every rank's checks),
-#: staging (host copies: gradients into the reduce-scatter's buffer, the mean, the shard's
-#: inputs, params out of and back from the all-gather; device params' GPU copies to and from
-#: those buffers; NCCL's CUDA copies), reduce_scatter,
+#: staging (host copies: gradients into the reduce-scatter's buffer, the shard's inputs, params
+#: out of and back from the all-gather; device params' GPU copies to and from those buffers;
+#: NCCL's CUDA copies), reduce_scatter (with the division that makes the sum a mean),
 #: norm (the all-reduce of clipping and the non-finite check), update (this rank's Vulkan step),
 #: all_gather.
 _PHASES = ("agree", "staging", "reduce_scatter", "norm", "update", "all_gather")
@@ -188,8 +188,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         self._timed(times, "staging", staging.stage_grads, units)
         if device is not None:  # device gradients, and this rank's shard of the device params
             self._timed(times, "staging", device.pull, units)
-        self._timed(times, "reduce_scatter", comm.reduce_scatter_sum, staging.grad_send, staging.grad_recv)
-        self._timed(times, "staging", staging.mean, self.world_size)
+        self._timed(times, "reduce_scatter", comm.reduce_scatter_mean, staging.grad_send, staging.grad_recv)
         skipped, scale = self._timed(times, "norm", self._norm_and_check)
         if not skipped:
             if self._inner is not None:

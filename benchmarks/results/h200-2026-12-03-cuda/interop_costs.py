@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 import vk_adam.distributed as vkd
 from vk_adam import interop
+from vk_adam._rules.spirv import load_spirv
 from vk_adam._runtime import Runtime
 from vk_adam._runtime import external as ext
 
@@ -64,6 +65,15 @@ rows = {
     "64 MiB copy, plain buffers": recorded(mgr, copy(pa, pb)),
     "64 MiB copy, exportable buffers": recorded(mgr, copy(ex_a, ex_b)),
 }
+rt0 = Runtime(manager=mgr)
+words = rt0.pipeline([pa, pb], load_spirv("copy_words"), big, (), 3)
+fill = rt0.pipeline([pb], load_spirv("fill_words"), big, (), 2)
+rows["64 MiB compute copy (copy_words.comp), plain buffers"] = recorded(
+    mgr, [rt0.dispatch_op(words, np.array([0, 0, big], np.uint32).view(np.float32))]
+)
+rows["64 MiB compute clear (fill_words.comp)"] = recorded(
+    mgr, [rt0.dispatch_op(fill, np.array([0, big], np.uint32).view(np.float32))]
+)
 for name, seq in rows.items():
     if seq is not None:
         print(f"{name}: {median_us(seq.eval):.1f} us", flush=True)
