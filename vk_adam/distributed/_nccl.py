@@ -14,7 +14,8 @@ pieces (one kp tensor per piece of a buffer set, each a window of that buffer se
    with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
    all-reduced; then the summed shard handed back;
 3. Vulkan, one submission: the mean into the pieces' gradients, the update (recorded with
-   ``Optimizer.record_step``), the pieces into the send buffer;
+   ``Optimizer.record_step``, while NCCL runs when neither clipping nor the non-finite check
+   needs its result on the host first), the pieces into the send buffer;
 4. CUDA: NCCL all-gather;
 5. Vulkan: every rank's shard into each device param, the gradients read cleared
    (``zero_grad``).
@@ -312,13 +313,14 @@ class NcclOnVulkan:
         wide = recv.double()
         return torch.stack([torch.dot(wide, wide), (~torch.isfinite(recv)).sum().double()])
 
-    def update(self, inner: Any) -> None:
-        """Step 3, one submission: the mean into each piece's gradient, ``inner``'s update of
-        the pieces (recorded, not submitted on its own), the pieces into ``param_send``."""
+    def record_update(self, inner: Any) -> None:
+        """Step 3, recorded (no wait: while CUDA runs the reduce-scatter, when nothing on the
+        host must see its result first): the mean into each piece's gradient, ``inner``'s
+        update of the pieces (its next step, :meth:`vk_adam.Optimizer.record_step`), the pieces
+        into ``param_send``; one submission, by :meth:`run_update`."""
         pieces = list(zip(self.pieces, self.piece_grads, self.piece_params, strict=True))
         take = [(self.grad_recv, g, [(4 * p.at, 0, 4 * p.size)]) for p, g, _ in pieces]
         give = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, _, t in pieces]
-        self.bridge.wait_other()
         shared = [self.grad_recv, self.param_send]
         sequence = self._sequence
         sequence.clear()
@@ -330,7 +332,11 @@ class NcclOnVulkan:
         inner.record_step(sequence, self.piece_grads)
         for op in [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)]:
             sequence.record(op)
-        sequence.eval()
+
+    def run_update(self) -> None:
+        """Step 3, submitted once CUDA's work is done, and waited for."""
+        self.bridge.wait_other()
+        self._sequence.eval()
 
     def all_gather(self, comm: Any) -> None:
         """Step 4: every rank's updated shard into ``param_recv``."""

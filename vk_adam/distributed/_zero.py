@@ -308,14 +308,22 @@ def step_on_vulkan_buffers(
     grads = [u[0] for u in units]
     timed(times, "staging", nccl.pull, grads)
     timed(times, "reduce_scatter", nccl.reduce_scatter, zero._comm, zero.world_size)
+    # the update with its copies in and out, one submission: recorded while NCCL runs unless
+    # the host needs the reduce-scatter's result first (the clipping factor, a skip)
+    early = zero._inner is not None and zero._max_norm is None and not zero.skip_nonfinite
+    if early:
+        zero._sync_hyper()
+        timed(times, "update", nccl.record_update, zero._inner)
     skipped, scale = timed(times, "norm", zero._norm_and_check)
     if skipped:
         return True
-    if zero._inner is not None:  # the update with its copies in and out: one submission
-        zero._sync_hyper()
-        if zero._max_norm is not None:
-            zero._inner._set_grad_scale(scale)
-        timed(times, "update", nccl.update, zero._inner)
+    if zero._inner is not None:
+        if not early:
+            zero._sync_hyper()
+            if zero._max_norm is not None:
+                zero._inner._set_grad_scale(scale)
+            timed(times, "update", nccl.record_update, zero._inner)
+        timed(times, "update", nccl.run_update)
     timed(times, "all_gather", nccl.all_gather, zero._comm)
     cleared = [g for g in grads if not isinstance(g, np.ndarray)] if zero.zeroes_grad else []
     timed(times, "staging", nccl.push, cleared)

@@ -120,29 +120,15 @@ for name in ("pull", "push"):
     seq = nccl._recorded[name][1]
     print(f"  its {name} submission again, alone: {median_us(seq.eval, 100):.1f} us")
 record_s, eval_s = [], []
-real_eval = nccl._sequence.eval
 for _ in range(60):
     opt.step(grads)  # the update's recording and submission, timed apart below
 for _ in range(60):
     nccl.bridge.wait_other()
     a = time.perf_counter()
-    seq = nccl._sequence
-    seq.clear()
     opt._sync_hyper()
-    take = [
-        (nccl.grad_recv, g, [(4 * p.at, 0, 4 * p.size)])
-        for p, g in zip(nccl.pieces, nccl.piece_grads, strict=True)
-    ]
-    for op in [
-        *nccl.bridge.acquire_ops(rt.manager, [nccl.grad_recv, nccl.param_send]),
-        *nccl._copy_ops(take),
-    ]:
-        seq.record(op)
-    opt._inner.record_step(seq, nccl.piece_grads)
-    for op in nccl.bridge.release_ops(rt.manager, [nccl.grad_recv, nccl.param_send]):
-        seq.record(op)
+    nccl.record_update(opt._inner)
     b = time.perf_counter()
-    seq.eval()
+    nccl.run_update()
     c = time.perf_counter()
     record_s.append(b - a)
     eval_s.append(c - b)
