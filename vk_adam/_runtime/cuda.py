@@ -1,8 +1,8 @@
 """The few CUDA driver API calls that put a Vulkan allocation under a CUDA pointer, through ctypes
 on ``libcuda.so.1``.
 
-Why ctypes and not NVIDIA's ``cuda-python`` (``cuda.bindings.driver``): the calls are six, with
-two plain structs; ``libcuda.so.1`` is on every machine that has an NVIDIA driver, while
+Why ctypes and not NVIDIA's ``cuda-python`` (``cuda.bindings.driver``): the calls are a few, with
+plain structs; ``libcuda.so.1`` is on every machine that has an NVIDIA driver, while
 cuda-python is a separate package whose version must match the driver's CUDA. So nothing is
 added to vk-adam's dependencies, and the library is loaded only when a caller asks for a CUDA
 view (``vk_adam.interop.as_torch``), never at ``import vk_adam``.
@@ -17,6 +17,11 @@ What the calls do (CUDA driver API, "External Resource Interoperability"):
   the allocation's start; a view covers its first bytes). Freed with ``cuMemFree`` before the
   external memory object is destroyed.
 
+``cuImportExternalSemaphore`` and ``cuSignalExternalSemaphoresAsync`` /
+``cuWaitExternalSemaphoresAsync`` do the same for a Vulkan timeline semaphore: a CUDA stream
+waits for a value Vulkan's submission signals, and signals one Vulkan's next submission waits
+for, with no host wait in between.
+
 Calls run with the device's primary context current (the one torch uses), pushed and popped
 around each call so the caller's current context is left as it was.
 """
@@ -30,6 +35,8 @@ from typing import Any
 
 #: CUexternalMemoryHandleType
 _OPAQUE_FD = 1
+#: CUexternalSemaphoreHandleType: a Vulkan timeline semaphore's opaque fd
+_TIMELINE_SEMAPHORE_FD = 9
 #: CUDA_EXTERNAL_MEMORY_DEDICATED
 _DEDICATED = 1
 
@@ -63,6 +70,29 @@ class _BufferDesc(ctypes.Structure):
     )
 
 
+class _SemaphoreDesc(ctypes.Structure):
+    """CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC."""
+
+    _fields_ = (
+        ("type", ctypes.c_int),
+        ("handle", _Handle),
+        ("flags", ctypes.c_uint),
+        ("reserved", ctypes.c_uint * 16),
+    )
+
+
+class _SemaphoreParams(ctypes.Structure):
+    """CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS and _WAIT_PARAMS, which share this layout: a
+    timeline semaphore's value first; the rest (NvSciSync, keyed mutex) stays zero."""
+
+    _fields_ = (
+        ("value", ctypes.c_ulonglong),
+        ("other", ctypes.c_ubyte * 64),
+        ("flags", ctypes.c_uint),
+        ("reserved", ctypes.c_uint * 16),
+    )
+
+
 def _handle_desc(fd: int, size: int) -> _HandleDesc:
     desc = _HandleDesc(type=_OPAQUE_FD, size=size, flags=_DEDICATED)
     desc.handle.fd = fd
@@ -72,6 +102,8 @@ def _handle_desc(fd: int, size: int) -> _HandleDesc:
 # The C structs' sizes on x86-64 and aarch64 Linux.
 assert ctypes.sizeof(_HandleDesc) == 104 and ctypes.sizeof(_BufferDesc) == 88
 assert _HandleDesc.handle.offset == 8 and _HandleDesc.size.offset == 24
+assert ctypes.sizeof(_SemaphoreDesc) == 96 and _SemaphoreDesc.flags.offset == 24
+assert ctypes.sizeof(_SemaphoreParams) == 144 and _SemaphoreParams.flags.offset == 72
 
 
 class CudaError(RuntimeError):
@@ -187,6 +219,49 @@ class Driver:
                 self._check(destroyed, "cuDestroyExternalMemory")
             finally:
                 self._pop(dev, releases=2)
+
+    def import_semaphore(self, ordinal: int, fd: int) -> int:
+        """A CUDA external semaphore over a Vulkan timeline semaphore's opaque ``fd``
+        (``cuImportExternalSemaphore``). CUDA owns ``fd`` once this returns; on an error it is
+        still the caller's."""
+        with self._lock:
+            dev = self._push(ordinal)
+            try:
+                semaphore = ctypes.c_void_p()
+                desc = _SemaphoreDesc(type=_TIMELINE_SEMAPHORE_FD)
+                desc.handle.fd = fd
+                got = self._lib.cuImportExternalSemaphore(ctypes.byref(semaphore), ctypes.byref(desc))
+                self._check(got, "cuImportExternalSemaphore")
+                return int(semaphore.value or 0)
+            finally:
+                self._pop(dev)
+
+    def semaphore_async(self, ordinal: int, semaphore: int, value: int, stream: int, *, signal: bool) -> None:
+        """Enqueue on ``stream`` (a CUstream; 0: the legacy default stream) a wait until the
+        imported timeline ``semaphore`` reaches ``value``, or (``signal``) its signal to
+        ``value`` once the stream's earlier work is done."""
+        call = "cuSignalExternalSemaphoresAsync" if signal else "cuWaitExternalSemaphoresAsync"
+        params = _SemaphoreParams(value=value)
+        handle = ctypes.c_void_p(semaphore)
+        with self._lock:
+            dev = self._push(ordinal)
+            try:
+                got = getattr(self._lib, call)(
+                    ctypes.byref(handle), ctypes.byref(params), 1, ctypes.c_void_p(stream)
+                )
+                self._check(got, call)
+            finally:
+                self._pop(dev)
+
+    def destroy_semaphore(self, ordinal: int, semaphore: int) -> None:
+        """Destroy a semaphore :meth:`import_semaphore` made."""
+        with self._lock:
+            dev = self._push(ordinal)
+            try:
+                got = self._lib.cuDestroyExternalSemaphore(ctypes.c_void_p(semaphore))
+                self._check(got, "cuDestroyExternalSemaphore")
+            finally:
+                self._pop(dev)
 
     def free_bytes(self, ordinal: int) -> int:
         """The device's free memory (``cuMemGetInfo``), for leak checks."""
