@@ -4,25 +4,29 @@
 # the kit's install; then, each under a time limit, with outputs under $OUT:
 #   cuda-tests.txt   tests/test_cuda_interop.py and tests/test_zero1_vulkan_collectives.py under
 #                    Khronos core + synchronization validation (as_torch, 1,000 hand-overs each way,
-#                    NCCL at world size 1 on the Vulkan buffers)
+#                    NCCL at world size 1 on the Vulkan buffers, timeline semaphores)
 #   handover.txt     the cost of to_cuda / to_vulkan, and of a round trip to each API
 #   cuda_view.txt    examples/interop/cuda_view.py
 #   zero/            vk-adam bench --cases zero --ranks 2 (2^24 fp32): gloo and MPI over NumPy and
 #                    device buffers, NCCL on the Vulkan buffers at world size 1, torch's ZeRO
 #   profile.txt      profile_nccl.py: the NCCL step at world size 1 by phase, and cProfile of it
+#   semaphores.txt   semaphores.py: a Vulkan -> CUDA -> Vulkan round trip ordered by host waits
+#                    and by one exported timeline semaphore
 #   costs.txt        interop_costs.py: each piece of a hand-over and of the NCCL step, apart
 #   profile-gloo.txt profile_gloo.py: cProfile of a gloo step on device buffers, 2 ranks
 #   collectives.txt  collectives.py: gloo and MPI on 64 MiB at 2 ranks, each way to reduce-scatter
 #                    and all-gather
 #   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
 #                    under validation
-# handover.txt and collectives.txt are written with a first argument "full"; rest.txt with "rest".
+# handover.txt, profile.txt and collectives.txt are written with a first argument "full";
+# rest.txt with "rest".
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 # the device tool brings back 8 files at most: the install log stays on the machine
 bash scripts/gpu-kit.sh install > /tmp/install.log 2>&1 || { tail -40 /tmp/install.log; exit 1; }
 eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
 timeout 150 "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py tests/test_zero1_vulkan_collectives.py \
+  tests/test_timeline_semaphores.py \
   -p no:cacheprovider -q -rs > "$OUT/cuda-tests.txt" 2>&1
 echo "cuda tests rc=$?"; tail -12 "$OUT/cuda-tests.txt"
 [ "${1:-}" = full ] && timeout 60 "$PYTHON" - > "$OUT/handover.txt" 2>&1 <<'PY'
@@ -59,8 +63,12 @@ PY
 timeout 60 "$PYTHON" examples/interop/cuda_view.py > "$OUT/cuda_view.txt" 2>&1; cat "$OUT/cuda_view.txt"
 timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"
-timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/profile_nccl.py > "$OUT/profile.txt" 2>&1
-echo "profile rc=$?"; head -12 "$OUT/profile.txt"
+if [ "${1:-}" = full ]; then
+  timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/profile_nccl.py > "$OUT/profile.txt" 2>&1
+  echo "profile rc=$?"; head -12 "$OUT/profile.txt"
+fi
+timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/semaphores.py > "$OUT/semaphores.txt" 2>&1
+echo "semaphores rc=$?"; cat "$OUT/semaphores.txt"
 timeout 90 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/interop_costs.py > "$OUT/costs.txt" 2>&1
 echo "costs rc=$?"; cat "$OUT/costs.txt"
 timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 benchmarks/results/h200-2026-12-03-cuda/profile_gloo.py \
