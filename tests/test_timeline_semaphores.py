@@ -12,7 +12,8 @@ import pytest
 
 kp = pytest.importorskip("kp")
 
-from vk_adam._runtime.external import kp_features, ownership_transfer_op  # noqa: E402
+from vk_adam._runtime._kp import kp_features  # noqa: E402
+from vk_adam._runtime.external import ownership_transfer_op  # noqa: E402
 
 from .test_cuda_interop import _cuda_sees, _download  # noqa: E402
 

@@ -178,7 +178,9 @@ dist.destroy_process_group()
 """
 
 
-def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit(tmp_path, rng):
+@pytest.mark.parametrize("order", ["host", "semaphores"])
+def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit(tmp_path, rng, order):
+    """Both ways of ordering Vulkan's and CUDA's work: host waits, and a timeline semaphore."""
     import os
     import socket
     import subprocess
@@ -194,6 +196,7 @@ def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     env["MASTER_PORT"] = str(port)
     env.pop("VK_ADAM_ZERO_TEST_BRIDGE", None)
+    env["VK_ADAM_NCCL_ORDER"] = order
     seed = str(int(rng.integers(2**31)))
     done = subprocess.run(
         [sys.executable, "-c", NCCL_WORLD_OF_ONE, seed], env=env, capture_output=True, text=True, timeout=300
@@ -201,6 +204,7 @@ def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit
     assert done.returncode == 0, done.stderr[-4000:]
     result = __import__("json").loads(done.stdout.strip().splitlines()[-1])
     assert result["staging"].startswith("NCCL on the Vulkan buffers"), result
+    assert ("timeline semaphores" in result["staging"]) == (order == "semaphores"), result
     assert "nccl" in result["comm"]
     assert result["same"] == [True, True, True]
     assert result["skipped"] == [[t == 2, t == 2] for t in range(6)]

@@ -22,18 +22,13 @@ pieces (one kp tensor per piece of a buffer set, each a window of that buffer se
 
 Every Vulkan step is one submission that starts by acquiring the shared buffers it touches from
 ``VK_QUEUE_FAMILY_EXTERNAL`` and ends by releasing them to it (queue family ownership
-transfers, as the Vulkan spec asks of memory another API uses); CUDA's work is waited for on the
-host before, and Vulkan's (the submission's fence) after. Between steps CUDA holds them.
-
-``bridge`` is what moves a buffer between the APIs: :class:`CudaBridge` (the mappings) in use;
-:class:`HostMirrorBridge` stands in for CUDA where there is none (lavapipe, gloo: the collectives
-run on CPU tensors over each buffer's host staging, downloaded at each hand-over to "CUDA" and
-uploaded at each hand-back), so CI runs every Vulkan submission of this path under validation.
+transfers, as the Vulkan spec asks of memory another API uses), ordered after CUDA's work and
+before CUDA's next by the ``bridge`` (``_bridges``: host waits, or a timeline semaphore).
+Between steps CUDA holds them.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,96 +37,14 @@ import numpy as np
 from .._rules.spirv import load_spirv
 from .._runtime import Runtime
 from .._runtime import external as _ext
+from ._bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge, wanted
 from ._plan import Unit
 from ._shard import Partition
 
-#: Set to 0 to keep NCCL on host staging even where it could run on the Vulkan buffers.
-NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
-#: Tests only: "host-mirror" runs this path over gloo with :class:`HostMirrorBridge`.
-TEST_BRIDGE_ENV = "VK_ADAM_ZERO_TEST_BRIDGE"
+__all__ = ["CudaBridge", "HostMirrorBridge", "NcclOnVulkan", "SemaphoreBridge", "wanted"]
+
 #: (source kp tensor, destination kp tensor, [(source byte, destination byte, bytes)])
 Copy = tuple[Any, Any, list[tuple[int, int, int]]]
-
-
-class CudaBridge:
-    """The buffers' CUDA mappings (``vk_adam.interop.as_torch``); CUDA's work is waited for on
-    the host (``torch.cuda.synchronize``) before Vulkan takes a buffer back."""
-
-    name = "NCCL on the Vulkan buffers (CUDA external memory)"
-
-    def __init__(self) -> None:
-        import torch
-
-        from .._runtime import cuda_views
-
-        self._torch, self._views, self._device = torch, cuda_views, None
-        #: CUDA work was enqueued on the buffers since the last wait (else waiting is skipped)
-        self.pending = False
-
-    def view(self, tensor: Any) -> Any:
-        view = self._views.as_torch(tensor)
-        self._device = view.device
-        return view
-
-    def wait_other(self) -> None:
-        if self.pending:
-            self._torch.cuda.synchronize(self._device)
-            self.pending = False
-
-    def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
-        return [_ext.ownership_transfer_op(tensors, manager, to_external=False)]
-
-    def release_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
-        return [_ext.ownership_transfer_op(tensors, manager, to_external=True)]
-
-
-class HostMirrorBridge(CudaBridge):
-    """A stand-in for CUDA (tests): CPU tensors over each buffer's host staging memory, uploaded
-    as Vulkan takes a buffer back and downloaded as it hands it over."""
-
-    name = "host mirror (tests)"
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch, self._kp = torch, _ext.kp_module()
-        self.pending = False
-
-    def view(self, tensor: Any) -> Any:
-        return self._torch.from_numpy(tensor.data())
-
-    def wait_other(self) -> None:
-        self.pending = False
-
-    def acquire_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
-        return [*super().acquire_ops(manager, tensors), self._kp.OpTensorSyncDevice(tensors)]
-
-    def release_ops(self, manager: Any, tensors: list[Any]) -> list[Any]:
-        return [self._kp.OpTensorSyncLocal(tensors), *super().release_ops(manager, tensors)]
-
-
-def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
-    """The bridge for this optimizer (None: the host path): every param a kp tensor, the
-    group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
-    and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0."""
-    if manager is None or not units or any(u.tensor is None for u in units):
-        return None
-    if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
-        return None
-    found = _ext.sharing(manager)
-    if found is None or not found.fd_export:
-        return None
-    if os.environ.get(TEST_BRIDGE_ENV) == "host-mirror":
-        return HostMirrorBridge()
-    if not getattr(comm, "cuda", False):
-        return None
-    from .._runtime import cuda
-
-    try:
-        device = cuda.device_for_uuid(found.device_uuid)
-    except (RuntimeError, ValueError):
-        return None
-    return CudaBridge() if device.ordinal == comm.cuda_ordinal() else None
 
 
 class NcclOnVulkan:
@@ -177,6 +90,7 @@ class NcclOnVulkan:
     # -- the Vulkan submissions ----------------------------------------------------------------
 
     def _run(self, ops: Sequence[Any]) -> None:
+        self.bridge.finish()
         sequence = self._sequence
         sequence.clear()
         for op in ops:
@@ -241,7 +155,6 @@ class NcclOnVulkan:
         ``ops()`` makes, hand ``shared`` back; wait. Recorded once per ``key`` (the kp tensors
         it reads, kept and compared by identity: a fresh ``id()`` int is never ``is`` an earlier
         one) into a sequence of its own, ``name``'s, and submitted again after that."""
-        self.bridge.wait_other()
         recorded = self._recorded.get(name)
         kept: tuple[Any, ...] = recorded[0] if recorded is not None else ()
         if (
@@ -257,7 +170,7 @@ class NcclOnVulkan:
                 sequence.record(op)
             recorded = self._recorded[name] = (key, sequence)
             self.recordings += 1
-        recorded[1].eval()
+        self.bridge.submit(recorded[1])
 
     def _param_copies(self) -> list[Copy]:
         """This rank's shard of each param into its piece (the padding past a param stays 0)."""
@@ -334,9 +247,8 @@ class NcclOnVulkan:
             sequence.record(op)
 
     def run_update(self) -> None:
-        """Step 3, submitted once CUDA's work is done, and waited for."""
-        self.bridge.wait_other()
-        self._sequence.eval()
+        """Step 3, submitted after CUDA's reduce-scatter."""
+        self.bridge.submit(self._sequence)
 
     def all_gather(self, comm: Any) -> None:
         """Step 4: every rank's updated shard into ``param_recv``."""
@@ -350,8 +262,14 @@ class NcclOnVulkan:
             for i, u in enumerate(self.units)
         ]
         self._vulkan("push", tuple(clear), [self.param_recv], lambda: self._copy_ops(copies, clear))
+        self.bridge.finish()
+
+    def finish(self) -> None:
+        """Wait for every Vulkan submission of the step (a step that ends early: skipped)."""
+        self.bridge.finish()
 
     def close(self) -> None:
+        self.bridge.close()
         self.views = []
         self._sequence.destroy()
         for _key, sequence in self._recorded.values():

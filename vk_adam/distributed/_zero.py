@@ -316,6 +316,7 @@ def step_on_vulkan_buffers(
         timed(times, "update", nccl.record_update, zero._inner)
     skipped, scale = timed(times, "norm", zero._norm_and_check)
     if skipped:
+        nccl.finish()
         return True
     if zero._inner is not None:
         if not early:

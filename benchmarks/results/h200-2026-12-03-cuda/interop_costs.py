@@ -135,5 +135,14 @@ for _ in range(60):
 recording, submission = (1e6 * np.median(x[10:]) for x in (record_s, eval_s))
 print(f"  the update's recording: {recording:.1f} us; its submission: {submission:.1f} us")
 opt.close()
+# the same step, Vulkan's and CUDA's work ordered by a timeline semaphore instead of host waits
+for order in ("semaphores", "host", "semaphores"):
+    os.environ["VK_ADAM_NCCL_ORDER"] = order
+    opt = vkd.ZeroRedundancyOptimizer(params, "adamw", manager=rt.manager, lr=1e-4)
+    for _ in range(30):
+        opt.step(grads)
+    us = median_us(lambda o=opt: o.step(grads), 100)
+    print(f"ZeRO-1 step, NCCL world size 1, {opt.device_staging}: {us:.1f} us")
+    opt.close()
 rt.close()
 dist.destroy_process_group()
