@@ -18,7 +18,8 @@
 #                    and all-gather
 #   rest.txt         (first run only) the suite's files the 2026-12-03 host run did not reach,
 #                    under validation
-# handover.txt, profile.txt and collectives.txt are written with a first argument "full";
+# handover.txt, profile.txt, profile-gloo.txt and collectives.txt are written with a first
+# argument "full";
 # rest.txt with "rest".
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
@@ -71,9 +72,11 @@ timeout 60 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/semaphores.py > "$O
 echo "semaphores rc=$?"; cat "$OUT/semaphores.txt"
 timeout 90 "$PYTHON" benchmarks/results/h200-2026-12-03-cuda/interop_costs.py > "$OUT/costs.txt" 2>&1
 echo "costs rc=$?"; cat "$OUT/costs.txt"
-timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 benchmarks/results/h200-2026-12-03-cuda/profile_gloo.py \
-  > "$OUT/profile-gloo.txt" 2>&1
-echo "profile-gloo rc=$?"; grep -A30 "host staging" "$OUT/profile-gloo.txt" | head -34
+if [ "${1:-}" = full ]; then
+  timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 benchmarks/results/h200-2026-12-03-cuda/profile_gloo.py \
+    > "$OUT/profile-gloo.txt" 2>&1
+  echo "profile-gloo rc=$?"; grep -A30 "host staging" "$OUT/profile-gloo.txt" | head -34
+fi
 C=benchmarks/results/h200-2026-12-03-cuda/collectives.py
 if [ "${1:-}" = full ]; then
   timeout 60 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 "$C" > "$OUT/collectives.txt" 2>&1
