@@ -8,8 +8,10 @@ after CUDA's work so far (``submit``), with CUDA's later work after it.
 * :class:`SemaphoreBridge`: one timeline semaphore, exported from Vulkan and imported into CUDA
   (kp patch 0019, ``cuImportExternalSemaphore``). Each Vulkan submission waits on the GPU for
   the value CUDA's stream signals after its work, and signals one the stream waits for before
-  its next; the host waits only at the end of a step. ``$VK_ADAM_NCCL_ORDER=semaphores`` picks
-  it (where the device exports semaphores).
+  its next; the host waits only at the end of a step. The default where the device exports
+  semaphores: on the H200 a step took 2.06-2.13 ms with it, against 2.10-2.31 ms with host
+  waits (benchmarks/results/h200-2026-12-03-cuda/run5/zero-orders.txt).
+  ``$VK_ADAM_NCCL_ORDER=host`` picks host waits.
 * :class:`HostMirrorBridge`: a stand-in for CUDA where there is none (lavapipe, gloo: the
   collectives run on CPU tensors over each buffer's host staging, downloaded at each hand-over
   and uploaded at each hand-back), so CI runs every Vulkan submission of the path under
@@ -28,7 +30,8 @@ from ._plan import Unit
 
 #: Set to 0 to keep NCCL on host staging even where it could run on the Vulkan buffers.
 NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
-#: How Vulkan's and CUDA's work are ordered: "host" (waits) or "semaphores".
+#: How Vulkan's and CUDA's work are ordered: "semaphores" (the default, where the device has
+#: them) or "host" (waits).
 NCCL_ORDER_ENV = "VK_ADAM_NCCL_ORDER"
 #: Tests only: "host-mirror" runs this path over gloo with :class:`HostMirrorBridge`.
 TEST_BRIDGE_ENV = "VK_ADAM_ZERO_TEST_BRIDGE"
@@ -154,8 +157,8 @@ class HostMirrorBridge(CudaBridge):
 def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
     """The bridge for this optimizer (None: the host path): every param a kp tensor, the
     group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
-    and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0. Semaphores where ``$VK_ADAM_NCCL_ORDER`` asks for
-    them and kp and the device have them; else host waits."""
+    and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0. A timeline semaphore where kp and the device have
+    exportable ones, unless ``$VK_ADAM_NCCL_ORDER`` is "host"; else host waits."""
     if manager is None or not units or any(u.tensor is None for u in units):
         return None
     if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
@@ -175,7 +178,7 @@ def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
         return None
     if device.ordinal != comm.cuda_ordinal():
         return None
-    order = os.environ.get(NCCL_ORDER_ENV, "host")
+    order = os.environ.get(NCCL_ORDER_ENV, "semaphores")
     if order not in ("host", "semaphores"):
         raise ValueError(f"${NCCL_ORDER_ENV} is {order!r}: use 'host' (waits) or 'semaphores'")
     semaphores = "timeline semaphores" in kp_features().patches and manager.has_semaphore_fd_export()
