@@ -158,7 +158,8 @@ def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
     """The bridge for this optimizer (None: the host path): every param a kp tensor, the
     group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
     and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0. A timeline semaphore where kp and the device have
-    exportable ones, unless ``$VK_ADAM_NCCL_ORDER`` is "host"; else host waits."""
+    exportable ones and CUDA imports it, unless ``$VK_ADAM_NCCL_ORDER`` is "host"; else host
+    waits (``opt.device_staging`` says which)."""
     if manager is None or not units or any(u.tensor is None for u in units):
         return None
     if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
@@ -182,4 +183,9 @@ def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
     if order not in ("host", "semaphores"):
         raise ValueError(f"${NCCL_ORDER_ENV} is {order!r}: use 'host' (waits) or 'semaphores'")
     semaphores = "timeline semaphores" in kp_features().patches and manager.has_semaphore_fd_export()
-    return SemaphoreBridge(manager, device.ordinal) if order == "semaphores" and semaphores else CudaBridge()
+    if order == "semaphores" and semaphores:
+        try:
+            return SemaphoreBridge(manager, device.ordinal)
+        except RuntimeError:  # CUDA would not import it: host waits order the same work
+            pass
+    return CudaBridge()
