@@ -114,6 +114,22 @@ def test_step_without_grads_reads_the_grad_buffers(rng, one_rank, kp_manager, mi
     ref.close()
 
 
+def test_fresh_gradient_tensors_each_step_keep_nothing_of_earlier_steps(rng, one_rank, kp_manager, mirror):
+    """A new kp tensor for the gradients every step: the copies recorded for earlier ones (and
+    their pipelines, which hold the tensors) are freed, so memory stays flat."""
+    mgr = kp_manager
+    param = worker.upload(mgr, rng.standard_normal(5000).astype(np.float32))
+    opt = vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr, lr=1e-2)
+    counts = []
+    for _ in range(6):
+        grad = worker.upload(mgr, random_grad(rng, (5000,)))
+        opt.step([grad])
+        counts.append(len(opt._nccl._pipelines))  # type: ignore[union-attr]
+        grad.destroy()
+    assert counts[1:] == [counts[1]] * 5, counts
+    opt.close()
+
+
 def test_without_the_stand_in_gloo_keeps_the_host_path(rng, one_rank, kp_manager):
     param = worker.upload(kp_manager, rng.standard_normal(100).astype(np.float32))
     opt = vkd.ZeroRedundancyOptimizer([param], "adamw", manager=kp_manager)

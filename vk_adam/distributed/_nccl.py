@@ -114,6 +114,20 @@ class NcclOnVulkan:
             made = self._pipelines[key] = (pipeline, *tensors)  # the tensors kept: ids stay theirs
         return made[0]
 
+    def _forget(self, old: set[int]) -> None:
+        """Destroy the pipelines over the kp tensors of ``old`` (ids) that neither this path nor
+        a recorded sequence uses any more: gradients a step took that later steps do not (else
+        a new gradient tensor each step would keep every earlier one alive)."""
+        used = {id(t) for u in self.units for t in [u.tensor]}
+        used |= {id(t) for t in [*self._shared, *self.piece_params, *self.piece_grads]}
+        used |= {id(t) for t in self._host_grads.values()}
+        used |= {id(t) for key, _ in self._recorded.values() for t in key}
+        gone = old - used
+        for key, (pipeline, *tensors) in list(self._pipelines.items()):
+            if any(id(t) in gone for t in tensors):
+                self._rt.destroy_pipeline(pipeline)
+                del self._pipelines[key]
+
     def _copy_ops(self, copies: list[Copy], clear: Sequence[Any] = ()) -> list[Any]:
         """The byte-range ``copies`` (source, destination, regions), then the kp tensors of
         ``clear`` zeroed, after every earlier write to and use of their buffers, and before every
@@ -164,6 +178,8 @@ class NcclOnVulkan:
         ):
             if recorded is not None:
                 recorded[1].destroy()
+                self._recorded[name] = (key, recorded[1])  # the new key's tensors stay in use
+                self._forget({id(t) for t in kept})
             sequence = self.manager.sequence()
             take = self.bridge.acquire_ops(self.manager, shared)
             for op in [*take, *ops(), *self.bridge.release_ops(self.manager, shared)]:
