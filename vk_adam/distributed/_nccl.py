@@ -118,7 +118,7 @@ class NcclOnVulkan:
         """Destroy the pipelines over the kp tensors of ``old`` (ids) that neither this path nor
         a recorded sequence uses any more: gradients a step took that later steps do not (else
         a new gradient tensor each step would keep every earlier one alive)."""
-        used = {id(t) for u in self.units for t in [u.tensor]}
+        used = {id(u.tensor) for u in self.units}
         used |= {id(t) for t in [*self._shared, *self.piece_params, *self.piece_grads]}
         used |= {id(t) for t in self._host_grads.values()}
         used |= {id(t) for key, _ in self._recorded.values() for t in key}
