@@ -306,17 +306,19 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
         opt.step(grads)
 
 
+@pytest.mark.parametrize("message", [1 << 20, 997])
 @pytest.mark.parametrize("mean", [False, True])
 @pytest.mark.parametrize("size", [1, 2, 3, 4])
-def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size, mean):
+def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size, mean, message):
     """Each rank's part of the sum, added in rank order whatever order the messages arrive in
-    (ranks as threads, messages as queues; rank ``r``'s posts held back by ``r`` sleeps); with
-    ``mean``, then divided by the rank count, bit for bit as a division after the sum."""
+    (ranks as threads, messages as queues; rank ``r``'s first post held back by ``r`` sleeps);
+    with ``mean``, then divided by the rank count, bit for bit as a division after the sum. In
+    one message, and in 71 (each landing buffer taken again many times while others are added)."""
     import queue
     import threading
     import time
 
-    from vk_adam.distributed._comm import exchange_reduce_scatter
+    from vk_adam.distributed._exchange import ExchangeReduceScatter
 
     n = 70_001  # more than one chunk of the fused division, and not a multiple of one
     sends = [
@@ -330,16 +332,26 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         def wait(self) -> None:
             pass
 
+    posts = {}
+
     def rank(r: int) -> None:
+        posted = posts[r] = []
+
         def post(part, peer):
-            time.sleep(0.01 * (size - r))  # later ranks' parts arrive first
+            if not posted:
+                time.sleep(0.01 * (size - r))  # later ranks' parts arrive first
+            posted.append(peer)
             boxes[(r, peer)].put(part.copy())
             return Done()
 
         def take(into, peer):
             into[...] = boxes[(peer, r)].get(timeout=10)
 
-        exchange_reduce_scatter(sends[r], recvs[r], r, size, post, take, mean=mean)
+        exchange = ExchangeReduceScatter(message)
+        for _ in range(2):  # the second call reuses the first one's buffers and thread
+            recvs[r][...] = np.nan
+            exchange(sends[r], recvs[r], r, size, post, take, mean=mean)
+        exchange.close()
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
     for t in threads:
@@ -347,6 +359,7 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
     for t in threads:
         t.join()
     for r in range(size):
+        assert len(posts[r]) == 2 * (size - 1) * -(-n // message)  # every part, in messages
         expected = sends[0][r * n : r * n + n].copy()
         for s in range(1, size):
             expected += sends[s][r * n : r * n + n]

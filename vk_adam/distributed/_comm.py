@@ -15,13 +15,13 @@ if one did, every rank raises the same error.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _errors
+from ._exchange import ExchangeReduceScatter
 from ._shard import local_rank
 
 F32 = npt.NDArray[np.float32]
@@ -55,6 +55,9 @@ class Communicator(Protocol):
     def gather_object(self, obj: Any, root: int) -> list[Any] | None:
         """Every rank's ``obj`` on ``root`` (None on the others)."""
 
+    def close(self) -> None:
+        """Free what the collectives keep between calls (not collective)."""
+
 
 class TorchCommunicator:
     """``torch.distributed`` over a process group (None: the default group). Host staging
@@ -82,6 +85,7 @@ class TorchCommunicator:
         self.backend = str(dist.get_backend(group))
         self.local_rank = local_rank()
         self.staging_seconds = 0.0
+        self._exchange = ExchangeReduceScatter()
         #: NCCL moves CUDA tensors only: stage through them.
         self.cuda = "nccl" in self.backend and bool(torch.cuda.is_available())
         self._device = torch.device("cuda", torch.cuda.current_device()) if self.cuda else None
@@ -92,6 +96,9 @@ class TorchCommunicator:
     def describe(self) -> str:
         staging = "CUDA staging tensors" if self.cuda else "host staging"
         return f"torch.distributed {self.backend} ({staging}), {self.size} ranks"
+
+    def close(self) -> None:
+        self._exchange.close()
 
     def _to_engine(self, array: Array) -> Any:
         tensor = self._torch.from_numpy(array)
@@ -120,7 +127,7 @@ class TorchCommunicator:
             def take(into: F32, peer: int) -> None:
                 dist.recv(torch.from_numpy(into), self._global_rank(peer), group=group)
 
-            exchange_reduce_scatter(send, recv, self.rank, self.size, post, take, mean=True)
+            self._exchange(send, recv, self.rank, self.size, post, take, mean=True)
             return
         out = self._to_engine(recv)
         self._reduce_scatter(out, self._to_engine(send), group=self._group)
@@ -194,10 +201,14 @@ class MpiCommunicator:
         self.local_rank: int | None = int(node.Get_rank())
         node.Free()
         self.staging_seconds = 0.0
+        self._exchange = ExchangeReduceScatter()
 
     def describe(self) -> str:
         library = str(self._mpi.Get_library_version()).split(",")[0].strip()
         return f"MPI through mpi4py ({library}), {self.size} ranks"
+
+    def close(self) -> None:
+        self._exchange.close()
 
     def reduce_scatter_mean(self, send: F32, recv: F32) -> None:
         # Open MPI's Reduce_scatter_block is several times slower than point-to-point (64 MiB,
@@ -207,7 +218,7 @@ class MpiCommunicator:
         def take(into: F32, peer: int) -> None:
             comm.Recv(into, source=peer, tag=_TAG)
 
-        exchange_reduce_scatter(
+        self._exchange(
             send,
             recv,
             self.rank,
@@ -236,53 +247,6 @@ class MpiCommunicator:
 
 #: The MPI tag of the reduce-scatter's messages.
 _TAG = 0x7A
-#: Values per chunk of the reduce-scatter's last addition and division (256 KiB: in L2 cache).
-_CHUNK = 1 << 16
-
-
-def exchange_reduce_scatter(
-    send: F32,
-    recv: F32,
-    rank: int,
-    size: int,
-    post: Callable[[F32, int], Any],
-    take: Callable[[F32, int], None],
-    *,
-    mean: bool = False,
-) -> None:
-    """``recv`` = the sum over ranks of each rank's ``send`` part ``rank`` (``send`` is ``size``
-    parts of ``recv.size``), by point-to-point messages: every other rank's part posted to it
-    (``post(part, peer)``, non-blocking, returns a request with ``wait()``), then the parts of
-    this rank received (``take(into, peer)``) and added in rank order. The sum is the same on
-    any engine and any schedule: rank 0's part, plus rank 1's, and so on, in float32. ``mean``:
-    then divided by ``size`` in float32, in the last addition's pass (chunk by chunk, while
-    each chunk is in cache: one pass over memory fewer, bit for bit the same)."""
-    n = recv.size
-    parts = [send[r * n : r * n + n] for r in range(size)]
-    requests = [post(parts[peer], peer) for peer in range(size) if peer != rank]
-    scratch = np.empty(n, np.float32) if size > 2 or (size == 2 and rank == 0) else recv
-    total: F32 | None = None  # the sum so far: this rank's own part, or recv
-    for source in range(size):
-        part = parts[rank]
-        if source != rank:  # the first part received goes straight into recv
-            part = recv if total is None else scratch
-            take(part, source)
-        if total is None:
-            total = part
-        elif source < size - 1 or not mean:  # one pass per part: no copy of this rank's own
-            np.add(total, part, out=recv)
-            total = recv
-        else:
-            divisor = np.float32(size)
-            for at in range(0, n, _CHUNK):
-                out = recv[at : at + _CHUNK]
-                np.add(total[at : at + _CHUNK], part[at : at + _CHUNK], out=out)
-                np.divide(out, divisor, out=out)
-            total = recv
-    if total is not recv:  # one rank: its own part, and the mean of one
-        recv[...] = total
-    for request in requests:
-        request.wait()
 
 
 def is_mpi_comm(obj: object) -> bool:

@@ -232,7 +232,8 @@ class NcclOnVulkan:
         recv = self.views[1]
         self.bridge.pending = True
         comm.reduce_scatter_tensors(self.views[0], recv)
-        recv.div_(float(world))  # float32 / world, as the host path's np.divide
+        if world > 1:  # float32 / world, as the host path's np.divide (x / 1 is x)
+            recv.div_(float(world))
 
     def norm_terms(self) -> Any:
         """The shard's (sum of squares in float64, count of non-finite values), as a tensor on

@@ -290,6 +290,8 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
         if self._nccl is not None:
             self._nccl.close()
             self._nccl = None
+        if hasattr(self, "_comm"):  # made unless the communicator itself was refused
+            self._comm.close()
         self._closed = True
 
     def __repr__(self) -> str:

@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from vk_adam.distributed._exchange import ExchangeReduceScatter
+
 N = 1 << 24
 
 
@@ -46,6 +48,14 @@ if sys.argv[1:] == ["mpi"]:
     )
     timed("MPI Allreduce in place", lambda: comm.Allreduce(MPI.IN_PLACE, send, MPI.SUM), comm.Barrier, rank)
     timed("MPI pairwise Sendrecv + add", pairwise_rs, comm.Barrier, rank)
+    exchange = ExchangeReduceScatter()
+
+    def vk_exchange():
+        post = lambda part, peer: comm.Isend(part, dest=peer, tag=7)  # noqa: E731
+        take = lambda into, peer: comm.Recv(into, source=peer, tag=7)  # noqa: E731
+        exchange(send, recv, rank, world, post, take, mean=True)
+
+    timed("MPI vk-adam's exchange (4 MiB messages, adds on a thread) + mean", vk_exchange, comm.Barrier, rank)
     timed("MPI Allgather", lambda: comm.Allgather(recv, full), comm.Barrier, rank)
 else:
     import torch
@@ -82,6 +92,15 @@ else:
     timed("gloo reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(recv, send), dist.barrier, rank)
     timed("gloo all_reduce in place", lambda: dist.all_reduce(send), dist.barrier, rank)
     timed("gloo pairwise isend/irecv + add", pairwise_rs, dist.barrier, rank)
+    exchange, sent, got = ExchangeReduceScatter(), send.numpy(), recv.numpy()
+
+    def vk_exchange():
+        post = lambda part, peer: dist.isend(torch.from_numpy(part), peer)  # noqa: E731
+        take = lambda into, peer: dist.recv(torch.from_numpy(into), peer)  # noqa: E731
+        exchange(sent, got, rank, world, post, take, mean=True)
+
+    name = "gloo vk-adam's exchange (4 MiB messages, adds on a thread) + mean"
+    timed(name, vk_exchange, dist.barrier, rank)
     timed("gloo all_gather_into_tensor", lambda: dist.all_gather_into_tensor(full, recv), dist.barrier, rank)
     timed("gloo broadcast per rank", broadcasts, dist.barrier, rank)
     timed("gloo isend/irecv with every peer (all-gather)", exchange_ag, dist.barrier, rank)

@@ -20,7 +20,9 @@
 #                    under validation
 # handover.txt, profile.txt, profile-gloo.txt and collectives.txt are written with a first
 # argument "full";
-# rest.txt with "rest".
+# rest.txt with "rest";
+# with "exchange" only cuda-tests.txt, zero/, collectives.txt and mpi-single-copy.txt (Open MPI's
+# shared-memory copy mechanism, and collectives.py under MPI with CMA asked for).
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 # the device tool brings back 8 files at most: the install log stays on the machine
@@ -61,6 +63,20 @@ print(f"a recorded kp sequence (one 4 KiB upload), eval again: {median_us(seq.ev
 print(f"a new kp sequence: {median_us(mgr.sequence, 50):.1f} us")
 PY
 [ "${1:-}" = full ] && cat "$OUT/handover.txt"
+if [ "${1:-}" = exchange ]; then
+  timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
+  echo "bench rc=$?"; tail -16 "$OUT/zero.log"
+  C=benchmarks/results/h200-2026-12-03-cuda/collectives.py
+  timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 "$C" > "$OUT/collectives.txt" 2>&1
+  timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root "$PYTHON" "$C" mpi >> "$OUT/collectives.txt" 2>&1
+  grep "ms$" "$OUT/collectives.txt"
+  { ompi_info --param btl vader --level 9 | grep -i single_copy
+    echo "--- mpirun --mca btl_vader_single_copy_mechanism cma"
+    timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism cma \
+      "$PYTHON" "$C" mpi 2>&1 | tail -12; } > "$OUT/mpi-single-copy.txt" 2>&1
+  cat "$OUT/mpi-single-copy.txt"
+  exit 0
+fi
 timeout 60 "$PYTHON" examples/interop/cuda_view.py > "$OUT/cuda_view.txt" 2>&1; cat "$OUT/cuda_view.txt"
 timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
 echo "bench rc=$?"; tail -16 "$OUT/zero.log"

@@ -1,0 +1,125 @@
+"""The reduce-scatter of ZeRO-1's host engines (gloo, MPI) as point-to-point messages.
+
+Both engines' own reduce-scatters were several times slower than this on 64 MiB between two
+ranks (gloo 72.8 ms and Open MPI's ``Reduce_scatter_block`` 65.8 ms on the H200's host, against
+22.6 ms; ``benchmarks/results/h200-2026-12-03-cuda/run3/collectives.txt``). Each rank sends every
+other rank its part and adds the parts it receives, in rank order, so the sum is the same on any
+engine and any schedule.
+
+The parts move in messages of ``message`` values. While the calling thread waits for the next
+message, a worker thread adds the chunks already received: the addition (a few ms for 32 MiB on
+one core) runs under the transfer instead of after it. The buffers messages land in are kept
+between calls: a fresh 32 MiB array each step costs its page faults again (about 3 ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+F32 = npt.NDArray[np.float32]
+
+#: Values per message (4 MiB): few messages per step, and enough of them to overlap the adds.
+MESSAGE = 1 << 20
+#: Values per pass of the last addition and the division (256 KiB: in L2 cache).
+_PASS = 1 << 16
+#: Messages in flight per peer: a chunk's buffer is taken again once its addition is done.
+_SLOTS = 3
+
+
+class ExchangeReduceScatter:
+    """A reduce-scatter over point-to-point messages, with the buffers its messages land in
+    and the thread that adds them, kept for the next call. ``message``: values per message
+    (every rank uses the same). :meth:`close` stops the thread."""
+
+    def __init__(self, message: int = MESSAGE) -> None:
+        if message < 1:
+            raise ValueError(f"message must be at least 1 value (got {message})")
+        self.message = message
+        self._slots: F32 = np.empty(0, np.float32)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _landing(self, peers: int, count: int) -> F32:
+        """``_SLOTS`` chunk buffers for ``peers`` peers, each ``count`` values (grown once)."""
+        size = _SLOTS * peers * count
+        if self._slots.size < size:
+            self._slots = np.empty(size, np.float32)
+        return self._slots[:size].reshape(_SLOTS, peers, count)
+
+    def __call__(
+        self,
+        send: F32,
+        recv: F32,
+        rank: int,
+        size: int,
+        post: Callable[[F32, int], Any],
+        take: Callable[[F32, int], None],
+        *,
+        mean: bool = False,
+    ) -> None:
+        """``recv`` = the sum over ranks of each rank's ``send`` part ``rank`` (``send`` is
+        ``size`` parts of ``recv.size``): every other rank's part posted to it in messages
+        (``post(chunk, peer)``, non-blocking, returns a request with ``wait()``), then this
+        rank's chunks received (``take(into, peer)``, blocking) and added in rank order: rank
+        0's part, plus rank 1's, and so on, in float32. ``mean``: then divided by ``size`` in
+        float32, in the last addition's pass (bit for bit a division after the sum)."""
+        n, step = recv.size, self.message
+        parts = [send[r * n : r * n + n] for r in range(size)]
+        if size == 1:  # no peer: its own part, and the mean of one
+            recv[...] = parts[0]
+            return
+        chunks = [(at, min(step, n - at)) for at in range(0, n, step)]
+        peers = [r for r in range(size) if r != rank]
+        # chunk by chunk, each peer's in order: a pair's messages arrive in the order posted
+        requests = [post(parts[p][at : at + k], p) for at, k in chunks for p in peers]
+        slots = self._landing(len(peers), min(step, n))
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="vk-adam-reduce-scatter")
+        adding: list[Future[None]] = []
+        try:
+            for c, (at, k) in enumerate(chunks):
+                if c >= _SLOTS:
+                    adding[c - _SLOTS].result()  # its slot is free again
+                slot = slots[c % _SLOTS]
+                for j, peer in enumerate(peers):
+                    take(slot[j, :k], peer)
+                sources = [
+                    parts[r][at : at + k] if r == rank else slot[peers.index(r), :k] for r in range(size)
+                ]
+                out = recv[at : at + k]
+                adding.append(self._pool.submit(_add_in_order, sources, out, size if mean else 0))
+        finally:
+            for future in adding:
+                future.result()  # no addition still writes recv once this returns or raises
+        for request in requests:
+            request.wait()
+
+    def close(self) -> None:
+        """Stop the adding thread and free the buffers."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self._slots = np.empty(0, np.float32)
+
+
+def _add_in_order(sources: list[F32], out: F32, divisor: int) -> None:
+    """``out`` = the sum of ``sources`` in order, in float32, one pass per source after the
+    first; with ``divisor``, divided by it in the last pass, ``_PASS`` values at a time while
+    they are in cache."""
+    total = sources[0]
+    for part in sources[1:-1]:
+        np.add(total, part, out=out)
+        total = out
+    last = sources[-1]
+    if not divisor:
+        np.add(total, last, out=out)
+        return
+    scale = np.float32(divisor)
+    for at in range(0, out.size, _PASS):
+        piece = out[at : at + _PASS]
+        np.add(total[at : at + _PASS], last[at : at + _PASS], out=piece)
+        np.divide(piece, scale, out=piece)
