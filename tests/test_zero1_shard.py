@@ -306,14 +306,16 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
         opt.step(grads)
 
 
+@pytest.mark.parametrize("paired", [False, True])
 @pytest.mark.parametrize("message", [1 << 20, 997])
 @pytest.mark.parametrize("mean", [False, True])
 @pytest.mark.parametrize("size", [1, 2, 3, 4])
-def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size, mean, message):
+def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, size, mean, message, paired):
     """Each rank's part of the sum, added in rank order whatever order the messages arrive in
     (ranks as threads, messages as queues; rank ``r``'s first post held back by ``r`` sleeps);
     with ``mean``, then divided by the rank count, bit for bit as a division after the sum. In
-    one message, and in 71 (each landing buffer taken again many times while others are added)."""
+    one message, and in 71 (each landing buffer taken again many times while others are added);
+    every send posted first (gloo's schedule), or one send and one receive at a time (MPI's)."""
     import queue
     import threading
     import time
@@ -347,10 +349,15 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         def take(into, peer):
             into[...] = boxes[(peer, r)].get(timeout=10)
 
+        def swap(part, to, into, source):
+            post(part, to)
+            take(into, source)
+
         exchange = ExchangeReduceScatter(message)
         for _ in range(2):  # the second call reuses the first one's buffers and thread
             recvs[r][...] = np.nan
-            exchange(sends[r], recvs[r], r, size, post, take, mean=mean)
+            schedule = {"swap": swap} if paired else {"post": post, "take": take}
+            exchange(sends[r], recvs[r], r, size, mean=mean, **schedule)
         exchange.close()
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
@@ -360,6 +367,9 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         t.join()
     for r in range(size):
         assert len(posts[r]) == 2 * (size - 1) * -(-n // message)  # every part, in messages
+    for wrong in ({"post": print, "swap": print}, {"post": print}, {}):
+        with pytest.raises(TypeError, match="post= and take=, or swap="):
+            ExchangeReduceScatter()(sends[0], recvs[0], 0, size, **wrong)
         expected = sends[0][r * n : r * n + n].copy()
         for s in range(1, size):
             expected += sends[s][r * n : r * n + n]

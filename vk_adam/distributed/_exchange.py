@@ -7,7 +7,7 @@ other rank its part and adds the parts it receives, in rank order, so the sum is
 engine and any schedule.
 
 The parts move in messages of ``message`` values. While the calling thread waits for the next
-message, a worker thread adds the chunks already received: the addition (a few ms for 32 MiB on
+messages, a worker thread adds the chunks already received: the addition (a few ms for 32 MiB on
 one core) runs under the transfer instead of after it. The buffers messages land in are kept
 between calls: a fresh 32 MiB array each step costs its page faults again (about 3 ms).
 """
@@ -56,17 +56,30 @@ class ExchangeReduceScatter:
         recv: F32,
         rank: int,
         size: int,
-        post: Callable[[F32, int], Any],
-        take: Callable[[F32, int], None],
         *,
+        post: Callable[[F32, int], Any] | None = None,
+        take: Callable[[F32, int], None] | None = None,
+        swap: Callable[[F32, int, F32, int], None] | None = None,
         mean: bool = False,
     ) -> None:
         """``recv`` = the sum over ranks of each rank's ``send`` part ``rank`` (``send`` is
-        ``size`` parts of ``recv.size``): every other rank's part posted to it in messages
-        (``post(chunk, peer)``, non-blocking, returns a request with ``wait()``), then this
-        rank's chunks received (``take(into, peer)``, blocking) and added in rank order: rank
-        0's part, plus rank 1's, and so on, in float32. ``mean``: then divided by ``size`` in
-        float32, in the last addition's pass (bit for bit a division after the sum)."""
+        ``size`` parts of ``recv.size``), added in rank order: rank 0's part, plus rank 1's, and
+        so on, in float32. ``mean``: then divided by ``size`` in float32, in the last
+        addition's pass (bit for bit a division after the sum). The parts move in messages, by
+        one of two schedules:
+
+        * ``post`` and ``take``: every message to every peer posted first (``post(chunk,
+          peer)``, non-blocking, returns a request with ``wait()``), then this rank's received
+          (``take(into, peer)``, blocking). For engines that move data on threads of their
+          own (gloo).
+        * ``swap(chunk, to, into, source)``: send one message and receive one, blocking (MPI's
+          ``Sendrecv``), chunk by chunk, with peer ``rank + k`` and ``rank - k`` at step ``k``.
+          For engines that move data only inside their calls: Open MPI's shared memory
+          without a single-copy mechanism ran ``Isend``, then ``Recv``, at half the speed of
+          ``Sendrecv`` (benchmarks/results/h200-2026-12-03-cuda/run6/collectives.txt)."""
+        paired = swap is not None and post is None and take is None
+        if not paired and (swap is not None or post is None or take is None):
+            raise TypeError("pass post= and take=, or swap=")
         n, step = recv.size, self.message
         parts = [send[r * n : r * n + n] for r in range(size)]
         if size == 1:  # no peer: its own part, and the mean of one
@@ -74,8 +87,9 @@ class ExchangeReduceScatter:
             return
         chunks = [(at, min(step, n - at)) for at in range(0, n, step)]
         peers = [r for r in range(size) if r != rank]
-        # chunk by chunk, each peer's in order: a pair's messages arrive in the order posted
-        requests = [post(parts[p][at : at + k], p) for at, k in chunks for p in peers]
+        requests = []
+        if post is not None:  # chunk by chunk, each peer's in order: a pair's messages keep it
+            requests = [post(parts[p][at : at + k], p) for at, k in chunks for p in peers]
         slots = self._landing(len(peers), min(step, n))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(2, thread_name_prefix="vk-adam-reduce-scatter")
@@ -85,8 +99,14 @@ class ExchangeReduceScatter:
                 if c >= _SLOTS:
                     adding[c - _SLOTS].result()  # its slot is free again
                 slot = slots[c % _SLOTS]
-                for j, peer in enumerate(peers):
-                    take(slot[j, :k], peer)
+                if swap is not None:
+                    for shift in range(1, size):
+                        to, source = (rank + shift) % size, (rank - shift) % size
+                        swap(parts[to][at : at + k], to, slot[peers.index(source), :k], source)
+                else:
+                    assert take is not None
+                    for j, peer in enumerate(peers):
+                        take(slot[j, :k], peer)
                 sources = [
                     parts[r][at : at + k] if r == rank else slot[peers.index(r), :k] for r in range(size)
                 ]

@@ -53,10 +53,29 @@ if sys.argv[1:] == ["mpi"]:
     def vk_exchange():
         post = lambda part, peer: comm.Isend(part, dest=peer, tag=7)  # noqa: E731
         take = lambda into, peer: comm.Recv(into, source=peer, tag=7)  # noqa: E731
-        exchange(send, recv, rank, world, post, take, mean=True)
+        exchange(send, recv, rank, world, post=post, take=take, mean=True)
 
-    timed("MPI vk-adam's exchange (4 MiB messages, adds on a thread) + mean", vk_exchange, comm.Barrier, rank)
+    def vk_exchange_paired():
+        def swap(part, to, into, source):
+            comm.Sendrecv(part, dest=to, sendtag=7, recvbuf=into, source=source, recvtag=7)
+
+        exchange(send, recv, rank, world, swap=swap, mean=True)
+
+    name = "MPI vk-adam's exchange, every Isend then Recv (4 MiB messages, adds on a thread) + mean"
+    timed(name, vk_exchange, comm.Barrier, rank)
+    name = "MPI vk-adam's exchange, Sendrecv (4 MiB messages, adds on a thread) + mean"
+    timed(name, vk_exchange_paired, comm.Barrier, rank)
     timed("MPI Allgather", lambda: comm.Allgather(recv, full), comm.Barrier, rank)
+
+    def paired_ag():  # every rank's part, 4 MiB at a time, by Sendrecv with rank + k and rank - k
+        full[rank * part : (rank + 1) * part] = recv
+        for at in range(0, part, 1 << 20):
+            for k in range(1, world):
+                to, frm = (rank + k) % world, (rank - k) % world
+                into = full[frm * part + at : frm * part + min(at + (1 << 20), part)]
+                comm.Sendrecv(recv[at : at + (1 << 20)], to, 8, into, frm, 8)
+
+    timed("MPI all-gather by Sendrecv (4 MiB messages)", paired_ag, comm.Barrier, rank)
 else:
     import torch
     import torch.distributed as dist
@@ -97,11 +116,23 @@ else:
     def vk_exchange():
         post = lambda part, peer: dist.isend(torch.from_numpy(part), peer)  # noqa: E731
         take = lambda into, peer: dist.recv(torch.from_numpy(into), peer)  # noqa: E731
-        exchange(sent, got, rank, world, post, take, mean=True)
+        exchange(sent, got, rank, world, post=post, take=take, mean=True)
 
     name = "gloo vk-adam's exchange (4 MiB messages, adds on a thread) + mean"
     timed(name, vk_exchange, dist.barrier, rank)
     timed("gloo all_gather_into_tensor", lambda: dist.all_gather_into_tensor(full, recv), dist.barrier, rank)
     timed("gloo broadcast per rank", broadcasts, dist.barrier, rank)
     timed("gloo isend/irecv with every peer (all-gather)", exchange_ag, dist.barrier, rank)
+
+    def messages_ag():  # every send posted, then every receive, 4 MiB at a time
+        full[rank * part : (rank + 1) * part].copy_(recv)
+        peers, step = [r for r in range(world) if r != rank], 1 << 20
+        reqs = [dist.isend(recv[at : at + step], r) for at in range(0, part, step) for r in peers]
+        for at in range(0, part, step):
+            for r in peers:
+                dist.recv(full[r * part + at : r * part + min(at + step, part)], r)
+        for q in reqs:
+            q.wait()
+
+    timed("gloo all-gather by isend, then recv (4 MiB messages)", messages_ag, dist.barrier, rank)
     dist.destroy_process_group()

@@ -22,16 +22,17 @@
 # argument "full";
 # rest.txt with "rest";
 # with "exchange" only cuda-tests.txt, zero/, collectives.txt and mpi-single-copy.txt (Open MPI's
-# shared-memory copy mechanism, and collectives.py under MPI with CMA asked for).
+# shared-memory copy mechanism, and collectives.py under MPI with CMA asked for); with "bench"
+# only zero/ and collectives.txt.
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 # the device tool brings back 8 files at most: the install log stays on the machine
 bash scripts/gpu-kit.sh install > /tmp/install.log 2>&1 || { tail -40 /tmp/install.log; exit 1; }
 eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
-timeout 150 "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py tests/test_zero1_vulkan_collectives.py \
+[ "${1:-}" = bench ] || timeout 150 "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py tests/test_zero1_vulkan_collectives.py \
   tests/test_timeline_semaphores.py \
   -p no:cacheprovider -q -rs > "$OUT/cuda-tests.txt" 2>&1
-echo "cuda tests rc=$?"; tail -12 "$OUT/cuda-tests.txt"
+[ "${1:-}" = bench ] || { echo "cuda tests rc=$?"; tail -12 "$OUT/cuda-tests.txt"; }
 [ "${1:-}" = full ] && timeout 60 "$PYTHON" - > "$OUT/handover.txt" 2>&1 <<'PY'
 import time, numpy as np, kp
 from vk_adam import interop
@@ -63,13 +64,14 @@ print(f"a recorded kp sequence (one 4 KiB upload), eval again: {median_us(seq.ev
 print(f"a new kp sequence: {median_us(mgr.sequence, 50):.1f} us")
 PY
 [ "${1:-}" = full ] && cat "$OUT/handover.txt"
-if [ "${1:-}" = exchange ]; then
+if [ "${1:-}" = exchange ] || [ "${1:-}" = bench ]; then
   timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
   echo "bench rc=$?"; tail -16 "$OUT/zero.log"
   C=benchmarks/results/h200-2026-12-03-cuda/collectives.py
   timeout 90 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 "$C" > "$OUT/collectives.txt" 2>&1
   timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root "$PYTHON" "$C" mpi >> "$OUT/collectives.txt" 2>&1
   grep "ms$" "$OUT/collectives.txt"
+  [ "${1:-}" = bench ] && exit 0
   { ompi_info --param btl vader --level 9 | grep -i single_copy
     echo "--- mpirun --mca btl_vader_single_copy_mechanism cma"
     timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism cma \
