@@ -34,11 +34,11 @@ _SLOTS = 3
 class ExchangeReduceScatter:
     """A reduce-scatter over point-to-point messages, with the buffers its messages land in
     and the thread that adds them, kept for the next call. ``message``: values per message
-    (every rank uses the same). :meth:`close` stops the thread."""
+    (every rank uses the same; None: one message per part). :meth:`close` stops the thread."""
 
-    def __init__(self, message: int = MESSAGE) -> None:
-        if message < 1:
-            raise ValueError(f"message must be at least 1 value (got {message})")
+    def __init__(self, message: int | None = MESSAGE) -> None:
+        if message is not None and message < 1:
+            raise ValueError(f"message must be at least 1 value, or None: one per part (got {message})")
         self.message = message
         self._slots: F32 = np.empty(0, np.float32)
         self._pool: ThreadPoolExecutor | None = None
@@ -76,11 +76,14 @@ class ExchangeReduceScatter:
           ``Sendrecv``), chunk by chunk, with peer ``rank + k`` and ``rank - k`` at step ``k``.
           For engines that move data only inside their calls: Open MPI's shared memory
           without a single-copy mechanism ran ``Isend``, then ``Recv``, at half the speed of
-          ``Sendrecv`` (benchmarks/results/h200-2026-12-03-cuda/run6/collectives.txt)."""
+          ``Sendrecv``, and ``Sendrecv`` in 4 MiB messages at two thirds of its speed in one
+          (``benchmarks/results/h200-2026-12-03-cuda/run6``, ``run7``): MPI takes one message
+          per part (``message=None``)."""
         paired = swap is not None and post is None and take is None
         if not paired and (swap is not None or post is None or take is None):
             raise TypeError("pass post= and take=, or swap=")
-        n, step = recv.size, self.message
+        n = recv.size
+        step = max(1, n if self.message is None else self.message)
         parts = [send[r * n : r * n + n] for r in range(size)]
         if size == 1:  # no peer: its own part, and the mean of one
             recv[...] = parts[0]

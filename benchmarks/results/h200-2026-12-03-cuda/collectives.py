@@ -48,23 +48,22 @@ if sys.argv[1:] == ["mpi"]:
     )
     timed("MPI Allreduce in place", lambda: comm.Allreduce(MPI.IN_PLACE, send, MPI.SUM), comm.Barrier, rank)
     timed("MPI pairwise Sendrecv + add", pairwise_rs, comm.Barrier, rank)
-    exchange = ExchangeReduceScatter()
 
-    def vk_exchange():
-        post = lambda part, peer: comm.Isend(part, dest=peer, tag=7)  # noqa: E731
-        take = lambda into, peer: comm.Recv(into, source=peer, tag=7)  # noqa: E731
-        exchange(send, recv, rank, world, post=post, take=take, mean=True)
+    def swap(part, to, into, source):
+        comm.Sendrecv(part, dest=to, sendtag=7, recvbuf=into, source=source, recvtag=7)
 
-    def vk_exchange_paired():
-        def swap(part, to, into, source):
-            comm.Sendrecv(part, dest=to, sendtag=7, recvbuf=into, source=source, recvtag=7)
-
-        exchange(send, recv, rank, world, swap=swap, mean=True)
-
-    name = "MPI vk-adam's exchange, every Isend then Recv (4 MiB messages, adds on a thread) + mean"
-    timed(name, vk_exchange, comm.Barrier, rank)
-    name = "MPI vk-adam's exchange, Sendrecv (4 MiB messages, adds on a thread) + mean"
-    timed(name, vk_exchange_paired, comm.Barrier, rank)
+    for mib in (None, 16, 4):  # values per message: a whole part, 16 MiB, 4 MiB
+        exchange = ExchangeReduceScatter(None if mib is None else mib << 18)
+        name = (
+            f"MPI vk-adam's exchange, Sendrecv in {'one message' if mib is None else f'{mib} MiB messages'}"
+        )
+        timed(
+            name + " + mean",
+            lambda exchange=exchange: exchange(send, recv, rank, world, swap=swap, mean=True),
+            comm.Barrier,
+            rank,
+        )
+        exchange.close()
     timed("MPI Allgather", lambda: comm.Allgather(recv, full), comm.Barrier, rank)
 
     def paired_ag():  # every rank's part, 4 MiB at a time, by Sendrecv with rank + k and rank - k
@@ -111,15 +110,19 @@ else:
     timed("gloo reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(recv, send), dist.barrier, rank)
     timed("gloo all_reduce in place", lambda: dist.all_reduce(send), dist.barrier, rank)
     timed("gloo pairwise isend/irecv + add", pairwise_rs, dist.barrier, rank)
-    exchange, sent, got = ExchangeReduceScatter(), send.numpy(), recv.numpy()
-
-    def vk_exchange():
-        post = lambda part, peer: dist.isend(torch.from_numpy(part), peer)  # noqa: E731
-        take = lambda into, peer: dist.recv(torch.from_numpy(into), peer)  # noqa: E731
-        exchange(sent, got, rank, world, post=post, take=take, mean=True)
-
-    name = "gloo vk-adam's exchange (4 MiB messages, adds on a thread) + mean"
-    timed(name, vk_exchange, dist.barrier, rank)
+    sent, got = send.numpy(), recv.numpy()
+    post = lambda part, peer: dist.isend(torch.from_numpy(part), peer)  # noqa: E731
+    take = lambda into, peer: dist.recv(torch.from_numpy(into), peer)  # noqa: E731
+    for mib in (16, 4, 1):
+        exchange = ExchangeReduceScatter(mib << 18)
+        name = f"gloo vk-adam's exchange, every isend then recv, {mib} MiB messages, adds on a thread + mean"
+        timed(
+            name,
+            lambda exchange=exchange: exchange(sent, got, rank, world, post=post, take=take, mean=True),
+            dist.barrier,
+            rank,
+        )
+        exchange.close()
     timed("gloo all_gather_into_tensor", lambda: dist.all_gather_into_tensor(full, recv), dist.barrier, rank)
     timed("gloo broadcast per rank", broadcasts, dist.barrier, rank)
     timed("gloo isend/irecv with every peer (all-gather)", exchange_ag, dist.barrier, rank)
@@ -135,4 +138,21 @@ else:
             q.wait()
 
     timed("gloo all-gather by isend, then recv (4 MiB messages)", messages_ag, dist.barrier, rank)
+
+    def async_broadcasts():  # every broadcast started (gloo runs them on its threads), then waited for
+        step = 1 << 20
+        works = [
+            dist.broadcast(full[r * part + at : r * part + min(at + step, part)], r, async_op=True)
+            for r in range(world)
+            for at in range(0, part, step)
+        ]
+        for work in works:
+            work.wait()
+
+    timed(
+        "gloo broadcast per rank, 4 MiB at a time, all started then waited",
+        async_broadcasts,
+        dist.barrier,
+        rank,
+    )
     dist.destroy_process_group()
