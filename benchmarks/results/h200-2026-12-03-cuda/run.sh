@@ -23,12 +23,30 @@
 # rest.txt with "rest";
 # with "exchange" only cuda-tests.txt, zero/, collectives.txt and mpi-single-copy.txt (Open MPI's
 # shared-memory copy mechanism, and collectives.py under MPI with CMA asked for); with "bench"
-# only zero/ and collectives.txt.
+# only zero/ and collectives.txt; with "final" only zero/ and two-gpus-check.txt
+# (benchmarks/zero_two_gpus.py at one rank, 2 x 2^24 values: the script checked on this GPU);
+# with "two-gpus" (on nvidia-h200-x2) only zero/ (with NCCL rows of 2 ranks, one per GPU) and
+# two-gpus/ (benchmarks/zero_two_gpus.py: 2 x 268M AdamW, one rank per GPU).
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 # the device tool brings back 8 files at most: the install log stays on the machine
 bash scripts/gpu-kit.sh install > /tmp/install.log 2>&1 || { tail -40 /tmp/install.log; exit 1; }
 eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
+case "${1:-}" in
+  final|two-gpus)
+    timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
+    echo "bench rc=$?"; tail -14 "$OUT/zero.log"
+    if [ "$1" = final ]; then
+      timeout 120 "$PYTHON" -m torch.distributed.run --nproc-per-node 1 benchmarks/zero_two_gpus.py \
+        --elements $((1 << 24)) --out /tmp/two > "$OUT/two-gpus-check.txt" 2>&1
+      echo "two-gpus check rc=$?"; tail -12 "$OUT/two-gpus-check.txt"
+    else
+      timeout 300 "$PYTHON" -m torch.distributed.run --nproc-per-node 2 benchmarks/zero_two_gpus.py \
+        --out "$OUT/two-gpus" > "$OUT/two-gpus.log" 2>&1
+      echo "two-gpus rc=$?"; tail -14 "$OUT/two-gpus.log"
+    fi
+    exit 0;;
+esac
 [ "${1:-}" = bench ] || timeout 150 "$PYTHON" -m pytest --vk-validation tests/test_cuda_interop.py tests/test_zero1_vulkan_collectives.py \
   tests/test_timeline_semaphores.py \
   -p no:cacheprovider -q -rs > "$OUT/cuda-tests.txt" 2>&1
