@@ -172,7 +172,10 @@ def main() -> None:
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if not args.dry_run:
         torch.cuda.set_device(local)
-    dist.init_process_group("gloo" if args.dry_run else "nccl")
+    if args.dry_run:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, world = dist.get_rank(), dist.get_world_size()
     vk = run_vk(args, rank, local, dist)
     theirs = run_torch(args, rank, world, dist)

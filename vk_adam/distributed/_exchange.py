@@ -9,7 +9,8 @@ engine and any schedule.
 The parts move in messages of ``message`` values. While the calling thread waits for the next
 messages, a worker thread adds the chunks already received: the addition (a few ms for 32 MiB on
 one core) runs under the transfer instead of after it. The buffers messages land in are kept
-between calls: a fresh 32 MiB array each step costs its page faults again (about 3 ms).
+between calls: a fresh 32 MiB array each step costs its page faults again (about 3 ms on the
+CI machine).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class ExchangeReduceScatter:
         if post is not None:  # chunk by chunk, each peer's in order: a pair's messages keep it
             requests = [post(parts[p][at : at + k], p) for at, k in chunks for p in peers]
         slots = self._landing(len(peers), min(step, n))
-        if self._pool is None:
+        if self._pool is None and len(chunks) > 1:
             self._pool = ThreadPoolExecutor(2, thread_name_prefix="vk-adam-reduce-scatter")
         adding: list[Future[None]] = []
         try:
@@ -113,8 +114,12 @@ class ExchangeReduceScatter:
                 sources = [
                     parts[r][at : at + k] if r == rank else slot[peers.index(r), :k] for r in range(size)
                 ]
-                out = recv[at : at + k]
-                adding.append(self._pool.submit(_add_in_order, sources, out, size if mean else 0))
+                out, divisor = recv[at : at + k], size if mean else 0
+                if c == len(chunks) - 1:  # nothing left to receive: add it here, no hand-over
+                    _add_in_order(sources, out, divisor)
+                else:
+                    assert self._pool is not None
+                    adding.append(self._pool.submit(_add_in_order, sources, out, divisor))
         finally:
             for future in adding:
                 future.result()  # no addition still writes recv once this returns or raises
