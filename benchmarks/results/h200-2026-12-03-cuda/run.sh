@@ -26,13 +26,20 @@
 # only zero/ and collectives.txt; with "final" only zero/ and two-gpus-check.txt
 # (benchmarks/zero_two_gpus.py at one rank, 2 x 2^24 values: the script checked on this GPU);
 # with "two-gpus" (on nvidia-h200-x2) only zero/ (with NCCL rows of 2 ranks, one per GPU) and
-# two-gpus/ (benchmarks/zero_two_gpus.py: 2 x 268M AdamW, one rank per GPU).
+# two-gpus/ (benchmarks/zero_two_gpus.py: 2 x 268M AdamW, one rank per GPU); with "twice" only
+# zero/ and zero-again/ (the bench twice, back to back: how much one run differs from the next).
 set -uo pipefail
 export PYTHON=/opt/torch/.venv/bin/python
 # the device tool brings back 8 files at most: the install log stays on the machine
 bash scripts/gpu-kit.sh install > /tmp/install.log 2>&1 || { tail -40 /tmp/install.log; exit 1; }
 eval "$(bash scripts/gpu-kit.sh env .dev/kit)"
 case "${1:-}" in
+  twice)
+    for d in zero zero-again; do
+      timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/$d" > "$OUT/$d.log" 2>&1
+      echo "bench rc=$?"; tail -11 "$OUT/$d.log"
+    done
+    exit 0;;
   final|two-gpus)
     timeout 200 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "bench rc=$?"; tail -14 "$OUT/zero.log"
