@@ -51,7 +51,8 @@ class DeviceStaging:
 
     ``host_import``: import NumPy memory where the device can (else, or with False, mapped
     staging). Arrays come from :meth:`zeros`; :meth:`to_host_ops` and :meth:`to_device_ops`
-    build the copies of one submission each way, bracketed by memory barriers."""
+    build the copies of one submission each way, bracketed by memory barriers; :meth:`run`
+    submits them and waits, :meth:`start` does not."""
 
     def __init__(self, manager: Any, *, host_import: bool = True) -> None:
         if not region_copies_available():
@@ -70,6 +71,8 @@ class DeviceStaging:
         self._zero: Any = None
         self._zero_bytes = 0
         self._sequence: Any = None
+        self._started: Any = None  # start()'s sequence, and whether it runs
+        self._running = False
         access, stage = self._kp.AccessFlagBits, self._kp.PipelineStageFlagBits
         writes = int(access.shader_write) | int(access.transfer_write)
         uses = writes | int(access.shader_read) | int(access.transfer_read)
@@ -187,12 +190,37 @@ class DeviceStaging:
             sequence.record(op)
         sequence.eval()
 
+    def start(self, ops: Sequence[Any]) -> None:
+        """Record ``ops`` into a command buffer of their own and submit it, without waiting:
+        :meth:`wait` waits (one such submission at a time)."""
+        self.wait()
+        if not ops:
+            return
+        if self._started is None:
+            self._started = self._manager.sequence()
+        sequence = self._started
+        sequence.clear()
+        for op in ops:
+            sequence.record(op)
+        sequence.eval_async()
+        self._running = True
+
+    def wait(self) -> None:
+        """Wait for the submission :meth:`start` made, if it is still running."""
+        if self._running:
+            self._running = False
+            self._started.eval_await()
+
     def close(self) -> None:
-        """Free the imports and host tensors (the caller waited for the device)."""
+        """Free the imports and host tensors (the caller waited for the device, except for a
+        :meth:`start`, waited for here)."""
+        self.wait()
         tensors, self._tensors, self._made, self._zero = self._tensors, [], [], None
         sequence, self._sequence = self._sequence, None
-        if sequence is not None:
-            sequence.destroy()
+        started, self._started = self._started, None
+        for made in (sequence, started):
+            if made is not None:
+                made.destroy()
         for tensor in tensors:
             tensor.destroy()
 

@@ -7,9 +7,10 @@ gradient in the reduce-scatter's layout, every rank's updated params in the all-
 pieces of this rank's shard are host memory that the GPU reads and writes directly
 (``_runtime.device_staging``: imported, else mapped), made once. A step then takes:
 
-* one submission before the reduce-scatter: each device gradient (a kp tensor passed to
-  ``step``, or the buffer :meth:`grad_buffer` gave) copied by byte ranges into the gradient
-  buffer, and this rank's shard of each device param into its piece;
+* before the reduce-scatter: each device gradient (a kp tensor passed to ``step``, or the
+  buffer :meth:`grad_buffer` gave) copied by byte ranges into the gradient buffer, and this
+  rank's shard of each device param into its piece, in two submissions: the other ranks'
+  parts of the gradients first; the rest runs while the reduce-scatter's messages move;
 * one submission after the all-gather: every rank's updated shard copied from the gathered
   buffer into each device param, and the device gradients read cleared (``zero_grad``, as one
   process's step clears them).
@@ -116,8 +117,10 @@ class DeviceParams:
         self._params_in: list[tuple[Any, Array, list[Region]]] = []
         self._grads_in: dict[int, tuple[Array, list[Region]]] = {}
         self._params_out: list[tuple[Array, Any, list[Region]]] = []
-        # (the gradients it reads, its ops), built when the gradient tensors change
-        self._pull: tuple[list[Any], list[Any]] | None = None
+        # (the gradients it reads, its ops for the other ranks' parts, the rest of its ops),
+        # built when the gradient tensors change
+        self._pull: tuple[list[Any], list[Any], list[Any]] | None = None
+        self._own = (0, 0)  # this rank's part of the gradient buffer, in bytes
         self._push: tuple[bool, list[Any]] | None = None  # (clears them?, its ops)
 
     @property
@@ -128,6 +131,8 @@ class DeviceParams:
         """The byte ranges of each device unit in ``staging``'s buffers (fixed for good)."""
         wire = staging.param_recv.dtype.itemsize
         assert wire == 4, "device params are float32: the all-gather moves 4-byte words"
+        part = 4 * partition.max_shard
+        self._own = (staging.rank * part, staging.rank * part + part)
         for piece, array in zip(staging.pieces, staging.piece_params, strict=True):
             unit = self.units.get(piece.group)
             if unit is not None and piece.lo < unit.n:  # the padding past n stays zero
@@ -165,20 +170,33 @@ class DeviceParams:
     def pull(self, grads: Sequence[Sequence[Any]]) -> None:
         """Copy each device gradient (``grads``: per unit, kp tensors or NumPy arrays, which the
         host stages) into the gradient buffer and this rank's shard of every device param into
-        its piece; wait."""
+        its piece, in two submissions: the other ranks' parts of the gradients first, waited
+        for (the reduce-scatter sends them); then the rest, not waited for: :meth:`pulled`
+        waits (the reduce-scatter before it reads this rank's own part), so that copy runs
+        under the messages."""
         tensors = [None if isinstance(grads[i][0], np.ndarray) else grads[i][0] for i in self.units]
         if self._pull is None or any(a is not b for a, b in zip(self._pull[0], tensors, strict=True)):
-            copies = list(self._params_in)
+            lo, hi = self._own
+            theirs, rest = [], list(self._params_in)
             for i, tensor in zip(self.units, tensors, strict=True):
                 if tensor is not None:
-                    copies.append((tensor, *self._grads_in[i]))
-            self._pull = (tensors, self._copies.to_host_ops(copies))
+                    array, regions = self._grads_in[i]
+                    theirs.append((tensor, array, [r for r in regions if not lo <= r[1] < hi]))
+                    rest.append((tensor, array, [r for r in regions if lo <= r[1] < hi]))
+            self._pull = (tensors, self._copies.to_host_ops(theirs), self._copies.to_host_ops(rest))
             self._push = None  # the gradients it clears changed
         self._copies.run(self._pull[1])
+        self._copies.start(self._pull[2])
+
+    def pulled(self) -> None:
+        """Wait for the rest of the last :meth:`pull`: this rank's part of the gradients and its
+        shard of the params."""
+        self._copies.wait()
 
     def push(self, clear: bool) -> None:
         """Copy every rank's updated shard (the all-gather's buffer) into each device param;
         with ``clear``, zero the device gradients the last :meth:`pull` read; wait."""
+        self.pulled()
         if self._push is None or self._push[0] != clear:
             read = self._pull[0] if self._pull is not None and clear else []
             sizes = [(t, 4 * int(t.size())) for t in read if t is not None]

@@ -62,6 +62,7 @@ class ExchangeReduceScatter:
         take: Callable[[F32, int], None] | None = None,
         swap: Callable[[F32, int, F32, int], None] | None = None,
         mean: bool = False,
+        own_ready: Callable[[], None] | None = None,
     ) -> None:
         """``recv`` = the sum over ranks of each rank's ``send`` part ``rank`` (``send`` is
         ``size`` parts of ``recv.size``), added in rank order: rank 0's part, plus rank 1's, and
@@ -79,7 +80,10 @@ class ExchangeReduceScatter:
           without a single-copy mechanism ran ``Isend``, then ``Recv``, at half the speed of
           ``Sendrecv``, and ``Sendrecv`` in 4 MiB messages at two thirds of its speed in one
           (``benchmarks/results/h200-2026-12-03-cuda/run6``, ``run7``): MPI takes one message
-          per part (``message=None``)."""
+          per part (``message=None``).
+
+        ``own_ready``: called once before this rank's own part of ``send`` is first read (the
+        parts for the other ranks are sent first: its own may still be arriving)."""
         paired = swap is not None and post is None and take is None
         if not paired and (swap is not None or post is None or take is None):
             raise TypeError("pass post= and take=, or swap=")
@@ -87,6 +91,8 @@ class ExchangeReduceScatter:
         step = max(1, n if self.message is None else self.message)
         parts = [send[r * n : r * n + n] for r in range(size)]
         if size == 1:  # no peer: its own part, and the mean of one
+            if own_ready is not None:
+                own_ready()
             recv[...] = parts[0]
             return
         chunks = [(at, min(step, n - at)) for at in range(0, n, step)]
@@ -115,6 +121,8 @@ class ExchangeReduceScatter:
                     parts[r][at : at + k] if r == rank else slot[peers.index(r), :k] for r in range(size)
                 ]
                 out, divisor = recv[at : at + k], size if mean else 0
+                if c == 0 and own_ready is not None:
+                    own_ready()
                 if c == len(chunks) - 1:  # nothing left to receive: add it here, no hand-over
                     _add_in_order(sources, out, divisor)
                 else:

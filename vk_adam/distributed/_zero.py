@@ -186,9 +186,14 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             return self._finish(times, started, step_on_vulkan_buffers(self, units, times))
         staging, comm, device = self._staging, self._comm, self._device
         self._timed(times, "staging", staging.stage_grads, units)
+        own_ready = None
         if device is not None:  # device gradients, and this rank's shard of the device params
             self._timed(times, "staging", device.pull, units)
-        self._timed(times, "reduce_scatter", comm.reduce_scatter_mean, staging.grad_send, staging.grad_recv)
+            own_ready = device.pulled  # its own part copies while the other parts are sent
+        rs = (staging.grad_send, staging.grad_recv, own_ready)
+        self._timed(times, "reduce_scatter", comm.reduce_scatter_mean, *rs)
+        if device is not None:
+            device.pulled()  # (the communicator waited already) the shard's params are in place
         skipped, scale = self._timed(times, "norm", self._norm_and_check)
         if not skipped:
             if self._inner is not None:
