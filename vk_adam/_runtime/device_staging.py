@@ -180,30 +180,18 @@ class DeviceStaging:
 
     def run(self, ops: Sequence[Any]) -> None:
         """Record ``ops`` into one command buffer, submit it and wait."""
-        if not ops:
-            return
-        if self._sequence is None:
-            self._sequence = self._manager.sequence()
-        sequence = self._sequence
-        sequence.clear()
-        for op in ops:
-            sequence.record(op)
-        sequence.eval()
+        if ops:
+            self._sequence = _recorded(self._manager, self._sequence, ops)
+            self._sequence.eval()
 
     def start(self, ops: Sequence[Any]) -> None:
         """Record ``ops`` into a command buffer of their own and submit it, without waiting:
         :meth:`wait` waits (one such submission at a time)."""
         self.wait()
-        if not ops:
-            return
-        if self._started is None:
-            self._started = self._manager.sequence()
-        sequence = self._started
-        sequence.clear()
-        for op in ops:
-            sequence.record(op)
-        sequence.eval_async()
-        self._running = True
+        if ops:
+            self._started = _recorded(self._manager, self._started, ops)
+            self._started.eval_async()
+            self._running = True
 
     def wait(self) -> None:
         """Wait for the submission :meth:`start` made, if it is still running."""
@@ -223,6 +211,16 @@ class DeviceStaging:
                 made.destroy()
         for tensor in tensors:
             tensor.destroy()
+
+
+def _recorded(manager: Any, sequence: Any, ops: Sequence[Any]) -> Any:
+    """``sequence`` (made on ``manager`` when None), cleared, with ``ops`` recorded into it."""
+    if sequence is None:
+        sequence = manager.sequence()
+    sequence.clear()
+    for op in ops:
+        sequence.record(op)
+    return sequence
 
 
 def _chunks(nbytes: int, chunk: int) -> list[Region]:
