@@ -115,6 +115,8 @@ def run_torch(args: argparse.Namespace, rank: int, world: int, dist: Any) -> dic
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
+    from vk_adam._commands.bench.zero_worker import torch_state_bytes
+
     device = torch.device("cpu") if args.dry_run else torch.device("cuda", torch.cuda.current_device())
     sizes = [args.elements] * args.tensors
     params = [
@@ -148,16 +150,10 @@ def run_torch(args: argparse.Namespace, rank: int, world: int, dist: Any) -> dic
         sync()
         reduce_times.append(reduced - began)
         step_times.append(time.perf_counter() - reduced)
-    state = sum(
-        t.numel() * t.element_size()
-        for s in opt.optim.state.values()
-        for t in s.values()
-        if torch.is_tensor(t)
-    )
     return {
         "all_reduce_ms": _median_ms(reduce_times[args.warmup :]),
         "step_ms": _median_ms(step_times[args.warmup :]),
-        "state_bytes": int(state),
+        "state_bytes": torch_state_bytes(opt),
         "params": [p.detach().cpu().numpy() for p in params],
     }
 

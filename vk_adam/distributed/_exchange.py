@@ -44,12 +44,12 @@ class ExchangeReduceScatter:
         self._slots: F32 = np.empty(0, np.float32)
         self._pool: ThreadPoolExecutor | None = None
 
-    def _landing(self, peers: int, count: int) -> F32:
-        """``_SLOTS`` chunk buffers for ``peers`` peers, each ``count`` values (grown once)."""
-        size = _SLOTS * peers * count
+    def _landing(self, slots: int, peers: int, count: int) -> F32:
+        """``slots`` chunk buffers for ``peers`` peers, each ``count`` values (grown once)."""
+        size = slots * peers * count
         if self._slots.size < size:
             self._slots = np.empty(size, np.float32)
-        return self._slots[:size].reshape(_SLOTS, peers, count)
+        return self._slots[:size].reshape(slots, peers, count)
 
     def __call__(
         self,
@@ -100,7 +100,8 @@ class ExchangeReduceScatter:
         requests = []
         if post is not None:  # chunk by chunk, each peer's in order: a pair's messages keep it
             requests = [post(parts[p][at : at + k], p) for at, k in chunks for p in peers]
-        slots = self._landing(len(peers), min(step, n))
+        # no more chunk buffers than chunks: one message per part needs one
+        slots = self._landing(min(_SLOTS, len(chunks)), len(peers), min(step, n))
         if self._pool is None and len(chunks) > 1:
             self._pool = ThreadPoolExecutor(2, thread_name_prefix="vk-adam-reduce-scatter")
         adding: list[Future[None]] = []
@@ -108,7 +109,7 @@ class ExchangeReduceScatter:
             for c, (at, k) in enumerate(chunks):
                 if c >= _SLOTS:
                     adding[c - _SLOTS].result()  # its slot is free again
-                slot = slots[c % _SLOTS]
+                slot = slots[c % len(slots)]
                 if swap is not None:
                     for shift in range(1, size):
                         to, source = (rank + shift) % size, (rank - shift) % size

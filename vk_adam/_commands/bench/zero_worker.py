@@ -168,17 +168,21 @@ def bench_torch_zero(config: dict[str, Any], rank: int, world: int, device: str)
         dist.barrier(group=group)
 
     times = _timed(step, config["warmup"], config["repeats"], barrier)
-    state = sum(
-        t.numel() * t.element_size()
-        for s in opt.optim.state.values()
-        for t in s.values()
-        if torch.is_tensor(t)
-    )
     return {
         "step_ms": _median_ms(times),
-        "state_bytes": int(state),
+        "state_bytes": torch_state_bytes(opt),
         "transport": f"torch.distributed {backend}",
     }
+
+
+def torch_state_bytes(opt: Any) -> int:
+    """Bytes of the tensors in a torch ZeroRedundancyOptimizer's state: this rank's shard's."""
+    import torch
+
+    state = opt.optim.state
+    return int(
+        sum(t.numel() * t.element_size() for s in state.values() for t in s.values() if torch.is_tensor(t))
+    )
 
 
 def _run(runs: list[tuple[str, Callable[[], dict[str, Any]]]], rank: int, out: Path) -> None:
