@@ -400,6 +400,7 @@ class Reference:
             )
             self.tensors = [t for group in tensors for t in group]
         steps = config["steps"] + 2
+        self.history: list[dict[int, dict[str, Any]]] = []
         self.sched = (
             CosineDecay(self.opt, warmup_steps=1, total_steps=steps) if config.get("schedule") else None
         )
@@ -408,6 +409,7 @@ class Reference:
         skipped = self.opt.step([g.reshape(-1) for g in grads]).skipped
         if self.sched is not None:
             self.sched.step()
+        self.history.append(self.opt.state_dict()["state"])  # for rounding_bound
         return bool(skipped)
 
     def params(self) -> list[np.ndarray]:
@@ -447,7 +449,8 @@ def check_device_job(
         assert state["state"][i].keys() == entry.keys()
         for key, value in entry.items():
             if key != "step":
-                _close(np.asarray(state["state"][i][key]), np.asarray(value), exact, f"state {key} of {i}")
+                mine, history = np.asarray(state["state"][i][key]), [h[i][key] for h in ref.history]
+                _close(mine, np.asarray(value), exact, f"state {key} of {i}", history=history)
     assert all(r["skipped"] == skipped for r in ranks)
     if ref.opt.clip_grad_norm is not None:
         norm = ref.opt.last_grad_norm()
