@@ -3,10 +3,12 @@ on lavapipe, uneven shards, against one process's vk-adam optimizer stepped with
 gradient and (fp32) a float64 reference.
 
 Each job is tests/zero1_worker.py on every rank; the ranks write what they saw to a temp dir and
-the test compares it here. Every rank must hold the same params bit for bit. With gradients whose
-float32 sum is exact in any order (``exact_mean``), ZeRO-1 must equal one process bit for bit,
-in every storage format; with plain random gradients (only the reduction order differs),
-within 1e-6 of the tensor's scale. Each case also tries bad input on one rank (all ranks raise
+the test compares it here. Every rank must hold the same params bit for bit. ZeRO-1 must equal
+one process bit for bit, in every storage format, when its mean gradient is the same bits: with
+gradients whose float32 sum is exact in any order (``exact_mean``), or with random ones and no
+clipping (the exchange adds in rank order, as ``mean_grad`` does). With clipping, whose norm is
+reduced shard by shard, within 1e-6 of the tensor's scale (plus ``compressed_state_drift``, and
+``rounding_bound`` for 16-bit state). Each case also tries bad input on one rank (all ranks raise
 the same error, nothing changes), and some a checkpoint round trip in the middle (bit-exact
 resume). The failure tests check that a job whose rank raises or hangs ends in bounded time.
 
@@ -183,16 +185,48 @@ def _flat(params: list[list[np.ndarray]]) -> list[np.ndarray]:
 
 
 def mean_grad(config: dict[str, Any], world: int, t: int) -> list[np.ndarray]:
-    """The mean of the ranks' gradients as one process would be given it: the sum in float64,
-    rounded to float32, divided by the world size in float32, in the params' dtype."""
+    """The mean of the ranks' gradients as the transports compute it (gloo's and MPI's exchange):
+    the float32 sum in rank order, divided by the world size in float32, in the params' dtype.
+
+    A float64 sum would differ from it in the last bits of the terms, not of the result: where
+    the ranks' gradients nearly cancel, by a large fraction of the mean, and Adam's update,
+    which divides by each element's own gradient scale, turns that into a large fraction of lr.
+    The rank-order mean leaves the clipping norm's reduction as the one difference, and that
+    scales every gradient alike."""
     per_rank = [worker.make_grads(config, r, t) for r in range(world)]
     if t == config.get("nan_step"):
         per_rank[0][0].reshape(-1)[0] = np.nan
     out = []
     for grads in zip(*per_rank, strict=True):
-        total = np.sum([g.astype(np.float64) for g in grads], axis=0).astype(np.float32)
+        total = grads[0].astype(np.float32)
+        for g in grads[1:]:
+            total = total + g.astype(np.float32)
         out.append((total / np.float32(world)).astype(grads[0].dtype))
     return out
+
+
+def same_bits_as_one_process(config: dict[str, Any]) -> bool:
+    """Whether ZeRO-1 must equal one process bit for bit: when the ranks' gradients add up
+    exactly (``exact_mean``), or when gloo's or MPI's exchange adds them in rank order as
+    ``mean_grad`` does and no clipping norm (reduced shard by shard) scales them."""
+    plain = config["options"].get("clip_grad_norm") is None and config.get("backend", "gloo") != "nccl"
+    return bool(config.get("exact_mean")) or plain
+
+
+def compressed_state_drift(config: dict[str, Any]) -> float:
+    """How far a float32 param may move from one process's, beyond 1e-6 of its scale, when the
+    state is stored in 16 or 8 bits and the mean gradients are not the same bits (clipping).
+
+    A state value on a rounding boundary rounds one step the other way: up to 2^-7 of it in
+    bfloat16, carried into later steps (``rounding_bound``). Adam's update is at most about lr,
+    and divides m by its bias correction 1 - beta1^t, so at step t the carried roundings of m
+    move it by up to about t 2^-7 lr, and those of v (under a square root) by half that: over T
+    steps 0.75 T (T + 1) 2^-7 lr. Float32 state needs no drift; the "exact_mean" cases show the
+    compressed formats bit for bit."""
+    if config["options"].get("state_dtype", "float32") == "float32":
+        return 0.0
+    steps, lr = config["steps"], float(config["options"].get("lr", 1e-3))
+    return 0.75 * steps * (steps + 1) * 2.0**-7 * lr
 
 
 def single_process(config: dict[str, Any], world: int) -> dict[str, Any]:
@@ -276,8 +310,8 @@ def _close(
 
 
 def rounding_bound(history: list[np.ndarray]) -> np.ndarray:
-    """How far apart two runs may hold a 16-bit state whose float32 inputs differ in the last bit
-    (the mean gradient's reduction order), given the state's values after each step.
+    """How far apart two runs may hold a 16-bit state whose float32 inputs differ in the last bits
+    (a clipping norm reduced in another order), given the state's values after each step.
 
     Each step rounds the state to 16 bits. When the runs' float32 values straddle a rounding
     boundary, they round one step apart: at most one ulp, and an ulp of x is at most 2^-7 |x| in
@@ -304,20 +338,13 @@ def check_job(
         "MPI through mpi4py" if launcher == "mpi" else f"torch.distributed {config.get('backend', 'gloo')}"
     )
     assert all(r["communicator"].startswith(engine) and r["size"] == world for r in ranks)
-    exact = bool(config.get("exact_mean"))
+    exact = same_bits_as_one_process(config)
     # every rank holds the same params, bit for bit
     for other in ranks[1:]:
         for a, b in zip(_flat(other["params"]), _flat(ranks[0]["params"]), strict=True):
             assert a.tobytes() == b.tobytes()
     ref = single_process(config, world)
-    # With random gradients the mean differs from one process's in its last bit (reduction
-    # order). Stored in bf16 or 8 bits, a state value that lands on a rounding boundary then
-    # rounds one step the other way (up to 2^-7 of it for bf16, carried into later steps:
-    # rounding_bound), and the param moves by up to that fraction of one update (about lr) per
-    # step. Exact means (the "exact_mean" cases) show
-    # these formats bit for bit; float32 state keeps the 1e-6 of scale bound.
-    compressed = config["options"].get("state_dtype", "float32") != "float32"
-    drift = config["steps"] * float(config["options"].get("lr", 1e-3)) * 2.0**-7 if compressed else 0.0
+    drift = compressed_state_drift(config)
     for i, (a, b) in enumerate(zip(_flat(ranks[0]["params"]), _flat(ref["params"]), strict=True)):
         _close(a, b, exact, f"param {i}", drift)
     if config.get("float64"):

@@ -7,8 +7,9 @@ imports and over mapped staging, with gradients given as kp tensors, through ``g
 and as NumPy arrays; the refusals. Several ranks (``slow``): tests/zero1_worker.py's device mode
 under torchrun (gloo) and mpirun, 2, 3 and 4 ranks, kp tensors and a LoRA adapter: every rank
 ends with the same params, bit for bit; those are one process's bit for bit where the mean
-gradient is exact (``exact_mean``), else within 1e-6 of the tensor's scale (the order of the
-ranks' sum differs); the consolidated state dict is one process's; bad input on one rank is
+gradient is the same bits (``exact_mean``, or random gradients added in rank order and no
+clipping), else within 1e-6 of the tensor's scale (the clipping norm's order differs); the
+consolidated state dict is one process's; bad input on one rank is
 refused on every rank and changes nothing; a checkpoint resumes bit for bit and loads at
 another world size. Seeds are printed.
 """
@@ -31,7 +32,15 @@ from vk_adam.schedules import CosineDecay
 
 from . import zero1_worker as worker
 from .conftest import assert_same_refusals, random_grad
-from .test_zero1 import _close, _prepare, launch, mean_grad, needs_mpi
+from .test_zero1 import (
+    _close,
+    _prepare,
+    compressed_state_drift,
+    launch,
+    mean_grad,
+    needs_mpi,
+    same_bits_as_one_process,
+)
 
 # -- one rank, in this process ----------------------------------------------------------------------
 
@@ -437,9 +446,8 @@ def check_device_job(
     if config.get("load"):
         ref.opt.load_state_dict(pickle.loads(Path(config["load"]).read_bytes()))
     skipped = [ref.step(mean_grad(config, world, t)) for t in range(config["steps"])]
-    exact = bool(config.get("exact_mean"))
-    compressed = config["options"].get("state_dtype", "float32") != "float32"
-    drift = config["steps"] * float(config["options"].get("lr", 1e-3)) * 2.0**-7 if compressed else 0.0
+    exact = same_bits_as_one_process(config)
+    drift = compressed_state_drift(config)
     for i, (a, b) in enumerate(zip(flat[0], ref.params(), strict=True)):
         _close(a, b, exact, f"param {i}", drift)
     state, expected = pickle.loads((out / "state.pkl").read_bytes()), ref.opt.state_dict()
