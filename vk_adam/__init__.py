@@ -7,8 +7,8 @@ Quick start::
     with vk_adam.AdamW([p], lr=1e-3) as opt:
         opt.step([np.random.randn(1000, 16).astype(np.float32)])   # p is updated in place
 
-The names below are imported on first use (PEP 562), so ``import vk_adam`` costs about a
-millisecond instead of NumPy's and ml_dtypes' 0.8 s. That matters to pytest, which imports
+The names below are imported on first use (PEP 562), so ``import vk_adam`` does not import
+NumPy and ml_dtypes. That matters to pytest, which imports
 ``vk_adam.pytest_plugin`` (and so this package) in every session of an environment that has
 vk-adam installed, Vulkan or not.
 """

@@ -38,8 +38,7 @@ import numpy as np
 SPIRV_DIR = Path(__file__).resolve().parent / "spirv"
 #: forward_backward.comp's workgroup size: the threads that carry its rows of the batch through
 #: the whole network (a power of two: the loss's tree reduction halves it). On a GPU, as many as
-#: the device allows up to ROW_THREADS_GPU (measured on an H200 at 8 blocks, dim 128, batch 64:
-#: 1 row x 1024 threads 0.089 ms of GPU time for forward_backward.comp, 256 threads 0.153 ms;
+#: the device allows up to ROW_THREADS_GPU (the faster on the GPUs measured by
 #: benchmarks/resident_step.py); on a CPU driver ROW_THREADS.
 ROW_THREADS, ROW_THREADS_GPU = 256, 1024
 #: Batch rows per workgroup of forward_backward.comp: every weight a thread loads serves that

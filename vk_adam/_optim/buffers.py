@@ -44,7 +44,7 @@ class BufferSet:
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
     bound_param: Any = None  # and the param tensor: ``param``, or a host array's import
     spirv: str = ""  # the update shader the newest pipeline runs (a name or path; variants.py)
-    spec: tuple[float, ...] = ()  # its specialization constants (benchmarks/archive/pipeline_stats)
+    spec: tuple[float, ...] = ()  # its specialization constants
     # id(grad tensor), or (id(param), id(grad)) for another param tensor -> (grad tensor, update
     # algorithm, pre-pass algorithm or None, its op)
     pipelines: dict[Any, tuple[Any, Any, Any, Any]] = field(default_factory=dict)

@@ -13,8 +13,8 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
   or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
-  variant), or blocks per subgroup per iteration (subgroup variant); default 1 (on an H200 one
-  block per subgroup needs 39-40 registers against 64-73 for two, and runs 11-15% faster).
+  variant), or blocks per subgroup per iteration (subgroup variant); default 1 (fewer registers,
+  and the faster on the GPUs measured).
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
   work is looped over); default 2048.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
@@ -174,7 +174,6 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
     """The loop shape on ``device``: defaults per device kind, then the environment's knobs."""
     return LoopShape(
         vec4s=env_int(VEC4S_ENV, 1, (1, 2, 4)),
-        # measured: benchmarks/results/h200-2026-12-02-int8-loop/README.md (one everywhere)
         int8_vec4s=env_int(INT8_VEC4S_ENV, 1, (1, 2)),
         subgroup_size=subgroup_size(device),
         int8_workgroups=env_int(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),

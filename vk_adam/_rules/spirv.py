@@ -82,8 +82,8 @@ def load_spirv(name_or_path: str | Path) -> bytes:
 def reflect(spirv: bytes) -> ShaderInterface:
     """Read descriptor bindings (set 0), push-constant block size and spec-constant ids.
 
-    Cached by content: parsing in Python takes about 3 ms a shader, which was most of an
-    optimizer's construction once devices and pipelines were shared (the result is frozen)."""
+    Cached by content: parsing in Python would otherwise be most of an optimizer's construction,
+    devices and pipelines being shared (the result is frozen)."""
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     if words[0] != _MAGIC:
         raise ValueError("not a SPIR-V module (bad magic number)")

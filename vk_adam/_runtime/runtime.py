@@ -6,13 +6,13 @@ submit, wait, barrier); only this package calls kp. It hides the two kp builds i
 * **patched** (vk-adam's ``kp-patches/``): a step is one submission; ``barrier`` records a real
   buffer memory barrier (compute and transfer writes -> compute and transfer reads and writes);
   ``submit`` hands a whole recorded sequence to the queue without waiting; waits reuse one fence
-  per sequence and poll it briefly before blocking (about 15 us per synchronous step on NVIDIA).
+  per sequence and poll it briefly before blocking.
 * **stock** kp 0.9.0: there is no barrier op in Python, so ``barrier`` records a 4-byte
   device-to-host copy of a bridge buffer whose two barriers (compute -> transfer, transfer ->
   host) chain into the transfer -> compute barrier that kp records before every dispatch. That
   is an execution dependency only; it works on the drivers tested but the spec does not promise
   it. ``submit`` needs one kp sequence per op (stock ``eval_async`` takes one op), and every
-  wait creates and destroys a fence (about 0.55 ms on NVIDIA 580).
+  wait creates and destroys a fence.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MAX_WORKGROUPS = 65535
 MAX_ELEMENTS = (2**32 - 1) // 4
 
 
-#: A lower workgroup cap for tuning experiments (benchmarks/archive/grid_sweep.py); unset: no cap.
+#: A lower workgroup cap for tuning experiments; unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
 
 

@@ -1,7 +1,7 @@
 """One Vulkan device per process and device index, shared by every optimizer that opens none.
 
-Opening a device is slow (140-200 ms on an NVIDIA H200, 700 ms the first time) and drivers
-limit how many a process may hold (the H200's aborted the process at about 63), so every
+Opening a device is slow (BENCHMARKS.md, "Lifecycle") and drivers limit how many a process may
+hold (NVIDIA's aborts the process after a few dozen), so every
 vk-adam object that needs a device (optimizers, ``adam_update``, LoRA helpers, ``check_rule``,
 the demo and the bench) takes a reference on one shared ``kp.Manager`` per device index.
 
@@ -15,7 +15,7 @@ the demo and the bench) takes a reference on one shared ``kp.Manager`` per devic
   specialization constants, push-constant size and binding count use one VkPipeline; a second
   optimizer with the same rule builds only descriptor sets.
 * **Sequences are reused.** A closing runtime hands its idle, untimed kp sequences (a command
-  pool, buffer and fence each; about 1 ms to create and destroy on NVIDIA) back to its device
+  pool, buffer and fence each, slow to create and destroy) back to its device
   for the next one (at most :data:`SPARE_SEQUENCES` kept). Freed tensors' memory is reused the
   same way inside the patched kp (``KOMPUTE_MEMORY_RECYCLE_BYTES``).
 * **Threads.** The table is guarded by a lock; the patched kp serializes submissions to the

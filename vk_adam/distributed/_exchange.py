@@ -1,16 +1,14 @@
 """The reduce-scatter of ZeRO-1's host engines (gloo, MPI) as point-to-point messages.
 
-Both engines' own reduce-scatters were several times slower than this on 64 MiB between two
-ranks (gloo 72.8 ms and Open MPI's ``Reduce_scatter_block`` 65.8 ms on the H200's host, against
-22.6 ms; ``benchmarks/results/h200-2026-12-03-cuda/run3/collectives.txt``). Each rank sends every
+Both engines' own reduce-scatters (gloo's, Open MPI's ``Reduce_scatter_block``) were several
+times slower than this between two ranks on one host. Each rank sends every
 other rank its part and adds the parts it receives, in rank order, so the sum is the same on any
 engine and any schedule.
 
 The parts move in messages of ``message`` values. While the calling thread waits for the next
-messages, a worker thread adds the chunks already received: the addition (a few ms for 32 MiB on
-one core) runs under the transfer instead of after it. The buffers messages land in are kept
-between calls: a fresh 32 MiB array each step costs its page faults again (about 3 ms on the
-CI machine).
+messages, a worker thread adds the chunks already received: the addition runs under the transfer
+instead of after it. The buffers messages land in are kept
+between calls: a fresh array each step would cost its page faults again.
 """
 
 from __future__ import annotations
@@ -77,9 +75,8 @@ class ExchangeReduceScatter:
         * ``swap(chunk, to, into, source)``: send one message and receive one, blocking (MPI's
           ``Sendrecv``), chunk by chunk, with peer ``rank + k`` and ``rank - k`` at step ``k``.
           For engines that move data only inside their calls: Open MPI's shared memory
-          without a single-copy mechanism ran ``Isend``, then ``Recv``, at half the speed of
-          ``Sendrecv``, and ``Sendrecv`` in 4 MiB messages at two thirds of its speed in one
-          (``benchmarks/results/h200-2026-12-03-cuda/run6``, ``run7``): MPI takes one message
+          without a single-copy mechanism ran ``Isend``, then ``Recv``, slower than
+          ``Sendrecv``, and ``Sendrecv`` in 4 MiB messages slower than in one: MPI takes one message
           per part (``message=None``).
 
         ``own_ready``: called once before this rank's own part of ``send`` is first read (the

@@ -8,8 +8,8 @@ mappings. This rank's shard is updated by an ordinary :class:`vk_adam.Optimizer`
 pieces (one kp tensor per piece of a buffer set, each a window of that buffer set). One step:
 
 1. Vulkan: each device gradient into the gradient buffer and this rank's shard of each param
-   into its piece (byte-range copies, as compute dispatches: ``vkCmdCopyBuffer`` ran at a fifth
-   of the memory bandwidth on an H200); the gradient buffer handed to CUDA;
+   into its piece (byte-range copies, as compute dispatches: ``vkCmdCopyBuffer`` ran far below
+   the memory bandwidth); the gradient buffer handed to CUDA;
 2. CUDA: NCCL reduce-scatter, the mean (float32 division, as the host path computes it) and,
    with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
    all-reduced; then the summed shard handed back;

@@ -94,7 +94,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def select_cases(spec: str, software: bool) -> list[Case]:
     cases = all_cases()
     if spec == "auto":
-        if software:  # lavapipe: ~25 ms per million elements; keep the run to a minute or two
+        if software:  # a CPU driver is slow: keep the run to a minute or two
             return [c for c in cases if c.elements <= 2**24 and c.name != "single-2^24"]
         return cases
     wanted = {w.strip() for w in spec.split(",") if w.strip()}

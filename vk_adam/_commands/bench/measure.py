@@ -29,14 +29,11 @@ ALIGN = 64
 class ClockWarmer:
     """Keeps the GPU busy for a moment right before something is timed.
 
-    Under light, bursty load a GPU lowers its shader clock: on the H200, in a process that used
-    only Vulkan, the SM clock fell from 1,980 MHz to 345 MHz within about three seconds of one
-    copy at a time, and the copy then read 1,600 GB/s instead of 4,100
-    (benchmarks/results/h200-2026-12-02-clocks/README.md, "The GPU's clock under light load").
-    ``warm()`` runs copies back to back for ``seconds`` so that what is timed right after it
-    runs at a busy GPU's clock: the copy yardstick does this before each timed copy. (Measured
-    there: 1,980 MHz throughout. 30 ms before each step of a process that uploads NumPy params
-    for tens of milliseconds per step did not hold the clock up.)
+    Under light, bursty load a GPU lowers its shader clock (BENCHMARKS.md cites the run that
+    showed it). ``warm()`` runs copies back to back for ``seconds`` so that what is timed right
+    after it runs at a busy GPU's clock: the copy yardstick does this before each timed copy.
+    Warming before each step of a process that spends long on the host per step does not hold
+    the clock up.
     ``close()`` frees its buffers.
     """
 

@@ -10,7 +10,7 @@ Rows (AdamW, ``--zero-elements`` fp32 params in 8 tensors, every rank its own gr
   * ``vk-adam 1 process``: ``vk_adam.AdamW`` over all the params, given the mean gradient;
   * ``torch ZeRO (CPU, gloo)``: torch's ZeroRedundancyOptimizer on CPU tensors;
   * ``torch ZeRO (CUDA, ...)``: the same on CUDA tensors where torch has CUDA: NCCL when every
-    rank has a GPU of its own, else gloo (NCCL refuses two ranks on one GPU; on one H200 the
+    rank has a GPU of its own, else gloo (NCCL refuses two ranks on one GPU; on one GPU the
     ranks share it);
   * where torch has CUDA, a job of one rank per GPU (at most ``--ranks``; one on one GPU) over
     NCCL: ``vk-adam ZeRO-1 (NCCL)`` over device buffers, NCCL running on the Vulkan buffers
