@@ -42,7 +42,7 @@ def _sampled(i: int, n: int) -> bool:
 
 
 def manager_cycles(n: int) -> None:
-    from vk_adam._runtime import kp_module
+    from vk_adam._runtime._kp import kp_module
 
     kp = kp_module()
     for i in range(n):

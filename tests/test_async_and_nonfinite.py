@@ -7,7 +7,7 @@ import pytest
 
 import vk_adam
 from vk_adam._rules.builtin import ADAMW
-from vk_adam._runtime import kp_module
+from vk_adam._runtime._kp import kp_module
 
 from .conftest import random_grad, scale_error
 from .test_device_buffers import download, upload

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vk_adam
-from vk_adam._runtime import kp_module
+from vk_adam._runtime._kp import kp_module
 
 from .conftest import random_grad
 

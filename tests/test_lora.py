@@ -16,7 +16,7 @@ import pytest
 import vk_adam
 import vk_adam._optim.optimizer as optimizer_module
 from vk_adam._rules.builtin import ADAMW
-from vk_adam._runtime import kp_module
+from vk_adam._runtime._kp import kp_module
 from vk_adam.lora import (
     CheckpointError,
     LoRAAdapter,

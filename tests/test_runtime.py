@@ -19,7 +19,8 @@ import vk_adam
 from vk_adam import pytest_plugin as vk_pytest
 from vk_adam._optim.device import MAX_PIPELINES_PER_SET
 from vk_adam._rules.builtin import ADAMW
-from vk_adam._runtime import Runtime, kp_features, kp_module
+from vk_adam._runtime import Runtime, kp_features
+from vk_adam._runtime._kp import kp_module
 
 from .conftest import random_grad, scale_error
 from .test_device_buffers import download, upload
@@ -278,7 +279,8 @@ PLANTED_HAZARD = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from vk_adam._runtime import Runtime, kp_module
+    from vk_adam._runtime import Runtime
+    from vk_adam._runtime._kp import kp_module
     from vk_adam._rules.spirv import load_spirv
 
     rt = Runtime()
@@ -327,7 +329,8 @@ STOCK_CHECK = textwrap.dedent(
     import numpy as np
     import vk_adam
     from vk_adam._rules.builtin import ADAMW
-    from vk_adam._runtime import StockKpWarning, kp_features, kp_module
+    from vk_adam._runtime import StockKpWarning, kp_features
+    from vk_adam._runtime._kp import kp_module
 
     features = kp_features()
     assert not features.patched and not features.memory_barriers, features

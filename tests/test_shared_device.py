@@ -19,7 +19,8 @@ import vk_adam
 from tests.conftest import random_grad, scale_error
 from vk_adam import pytest_plugin as vk_pytest
 from vk_adam._rules.builtin import ADAMW
-from vk_adam._runtime import kp_module, open_devices, shared
+from vk_adam._runtime import open_devices, shared
+from vk_adam._runtime._kp import kp_module
 
 ROOT = Path(__file__).resolve().parents[1]
 

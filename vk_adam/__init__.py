@@ -26,21 +26,21 @@ if TYPE_CHECKING:
         ShaderMissingError,
         VkAdamError,
     )
-    from ._optim.functional import adam_update
-    from ._optim.inflight import StepHandle
-    from ._optim.optimizer import Optimizer
-    from ._optim.presets import SGD, Adam, AdamW, create
-    from ._rules.checks import InvalidRuleError
-    from ._rules.hookspecs import hookimpl, hookspec
-    from ._rules.registry import (
+    from ._optim import SGD, Adam, AdamW, Optimizer, StepHandle, adam_update, create
+    from ._rules import (
         BLOCK_ENV,
+        InvalidRuleError,
         PluginLoadWarning,
         RuleRegistry,
+        ShaderVariant,
+        StateBuffer,
+        UpdateRule,
         default_registry,
+        hookimpl,
+        hookspec,
         load_registry,
         reload_registry,
     )
-    from ._rules.rule import ShaderVariant, StateBuffer, UpdateRule
     from ._runtime import (
         DEVICE_ENV,
         LINGER_ENV,
@@ -62,21 +62,21 @@ _DEFINED_IN = {
         "ShaderMissingError",
         "VkAdamError",
     ),
-    "._optim.functional": ("adam_update",),
-    "._optim.inflight": ("StepHandle",),
-    "._optim.optimizer": ("Optimizer",),
-    "._optim.presets": ("SGD", "Adam", "AdamW", "create"),
-    "._rules.checks": ("InvalidRuleError",),
-    "._rules.hookspecs": ("hookimpl", "hookspec"),
-    "._rules.registry": (
+    "._optim": ("SGD", "Adam", "AdamW", "Optimizer", "StepHandle", "adam_update", "create"),
+    "._rules": (
         "BLOCK_ENV",
+        "InvalidRuleError",
         "PluginLoadWarning",
         "RuleRegistry",
+        "ShaderVariant",
+        "StateBuffer",
+        "UpdateRule",
         "default_registry",
+        "hookimpl",
+        "hookspec",
         "load_registry",
         "reload_registry",
     ),
-    "._rules.rule": ("ShaderVariant", "StateBuffer", "UpdateRule"),
     "._runtime": (
         "DEVICE_ENV",
         "LINGER_ENV",
@@ -149,6 +149,6 @@ def __dir__() -> list[str]:
 
 def list_rules() -> dict[str, UpdateRule]:
     """Every registered update rule by name (built-in and plugins)."""
-    from ._rules.registry import default_registry
+    from ._rules import default_registry
 
     return dict(default_registry().rules)

@@ -11,7 +11,7 @@ from . import __version__
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ._optim.variants import subgroup_unsupported
+    from ._optim import subgroup_unsupported
     from ._runtime import DEVICE_ENV, kp_features, list_devices, select_device
 
     devices = list_devices()
@@ -38,8 +38,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             else f"base variant ({reason})"
         )
         print(f"      8-bit state: {path}")
-    from ._runtime import open_device
-    from ._runtime.external import sharing
+    from ._runtime import open_device, sharing
 
     with open_device(args.device) as handle:
         shared = sharing(handle.manager)
@@ -49,7 +48,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from ._rules.registry import BLOCK_ENV, BUILTIN_PLUGIN, load_registry
+    from ._rules import BLOCK_ENV, BUILTIN_PLUGIN, load_registry
 
     registry = load_registry(args.block or ())
     rows = []
@@ -99,13 +98,13 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ._commands.demo import run_demo
+    from ._commands import run_demo
 
     return run_demo(args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ._commands.bench import run_bench
+    from ._commands import run_bench
 
     return run_bench(args)
 
@@ -126,13 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=_cmd_rules)
 
-    from ._commands.demo.config import add_demo_arguments
+    from ._commands import add_demo_arguments
 
     demo = sub.add_parser("demo", help="fine-tune LoRA adapters of a small frozen model (main job)")
     add_demo_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
-    from ._commands.bench import add_bench_arguments
+    from ._commands import add_bench_arguments
 
     bench = sub.add_parser("bench", help="benchmark steps against NumPy and torch, side by side")
     add_bench_arguments(bench)

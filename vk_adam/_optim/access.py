@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime import Runtime
+from .._runtime import Runtime, host_view
 from .clipping import check_max_norm
 from .device import DeviceGroups, Group
 
@@ -64,7 +64,7 @@ class DeviceAccess:
             raise ValueError("last_grad_norm() needs an optimizer created with clip_grad_norm=...")
         self._drain()
         self._rt.run([self._rt.download_op([self._dev.status])])
-        return float(self._dev.status.data().view(np.float32)[2])
+        return float(host_view(self._dev.status).view(np.float32)[2])
 
     def param_buffer(self, group: int = 0, index: int = 0) -> Any:
         """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups, kept

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import _formats as fmt
-from .._rules.rule import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
+from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
 from .._runtime import WORKGROUP_SIZE, Runtime
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper

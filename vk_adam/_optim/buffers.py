@@ -15,9 +15,8 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._errors import ShaderMissingError
-from .._rules.rule import ShaderVariant, UpdateRule
-from .._rules.spirv import has_storage_formats, load_spirv, reflect
-from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
+from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
+from .._runtime import MAX_ELEMENTS, Runtime, element_count, host_view, is_kp_tensor
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat
 from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
@@ -117,15 +116,15 @@ class GroupBuilder:
             if form.has_master:
                 bset.master = self._buffer(value_words(flat, "float32"))
             group.sets.append(bset)
-            group.param_staging.append(typed_view(bset.param.data(), form.param))
-            group.grad_staging.append(typed_view(bset.grad.data(), form.param))
+            group.param_staging.append(typed_view(host_view(bset.param), form.param))
+            group.grad_staging.append(typed_view(host_view(bset.grad), form.param))
         else:
             for index, p in enumerate(params):
-                n = int(p.size())
+                n = element_count(p)
                 if n > MAX_ELEMENTS:
                     raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
-                if self.rt.has_host_copy(p) and p.data().dtype != np.float32:
-                    raise TypeError(f"kp tensor param {index} is {p.data().dtype}; vk-adam needs float32")
+                if self.rt.has_host_copy(p) and host_view(p).dtype != np.float32:
+                    raise TypeError(f"kp tensor param {index} is {host_view(p).dtype}; vk-adam needs float32")
                 grad = self._buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
                 form = self._format(variant, "float32", window.total if window else n)

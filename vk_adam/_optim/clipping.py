@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._rules.rule import ShaderVariant
-from .._rules.spirv import load_spirv, reflect
+from .._rules import ShaderVariant, load_spirv, reflect
 from .._runtime import WORKGROUP_SIZE, Runtime
 
 #: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._rules.rule import ShaderVariant, UpdateRule
-from .._runtime import Runtime, is_kp_tensor
+from .._rules import ShaderVariant, UpdateRule
+from .._runtime import Runtime, host_view, is_kp_tensor
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
@@ -179,7 +179,7 @@ class DeviceGroups:
             for pi, bset in enumerate(group.sets):
                 g = grads[pi] if grads is not None else bset.grad
                 if isinstance(g, np.ndarray):
-                    bset.grad.data()[:] = g.reshape(-1)
+                    host_view(bset.grad)[:] = g.reshape(-1)
                     upload.append(bset.grad)
                     g = bset.grad
                 if g is not bset.bound_grad or recording:
@@ -200,7 +200,7 @@ class DeviceGroups:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
         if not self.skip_nonfinite and self.grad_scale is None:
             return []
-        words = self.status.data()
+        words = host_view(self.status)
         if self.skip_nonfinite:
             words[0] = 0
         if self.grad_scale is not None:
@@ -276,7 +276,7 @@ class DeviceGroups:
         """Zero every bound gradient buffer that has host memory (the caller drains first)."""
         buffers = [b.bound_grad for g in self.groups for b in g.sets if self.rt.has_host_copy(b.bound_grad)]
         for grad in buffers:
-            grad.data()[:] = 0
+            host_view(grad)[:] = 0
         if buffers:
             self.rt.run([self.rt.upload_op(buffers)])
 

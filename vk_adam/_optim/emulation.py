@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._rules.rule import UpdateRule
+from .._rules import UpdateRule
 from .storage import GroupFormat, is_signed
 
 F64 = npt.NDArray[np.float64]

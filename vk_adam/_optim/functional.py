@@ -12,13 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .._rules.builtin import ADAMW
-from .._rules.spirv import load_spirv
-from .._runtime import MAX_ELEMENTS, Runtime, is_kp_tensor
-from .._runtime.external import refuse_unwritten
+from .._rules import ADAMW, load_spirv
+from .._runtime import MAX_ELEMENTS, Runtime, element_count, host_view, is_kp_tensor, refuse_unwritten
+from .._values import as_step, show
 from .clipping import initial_status
 from .groups import check_hyper_types, check_options
-from .values import as_step, show
 
 
 def adam_update(
@@ -67,7 +65,7 @@ def adam_update(
             raise ValueError("kp tensor buffers need the kp.Manager that created them: manager=...")
         for name, b in zip(names, buffers, strict=True):
             refuse_unwritten(b, name)
-        sizes = [int(b.size()) for b in buffers]
+        sizes = [element_count(b) for b in buffers]
     else:
         for name, b in zip(names, buffers, strict=True):
             if (
@@ -124,7 +122,7 @@ def adam_update(
         runtime.run(ops)
         if not all(on_device):
             for array, tensor in zip(buffers, tensors, strict=True):
-                array.reshape(-1)[:] = tensor.data()
+                array.reshape(-1)[:] = host_view(tensor)
     finally:
         if algo is not None:
             runtime.destroy_pipeline(algo)

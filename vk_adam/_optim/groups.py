@@ -13,12 +13,11 @@ import numpy as np
 
 from .. import _formats as fmt
 from .._inputs import convert_float_or_refuse
-from .._rules.rule import ShaderVariant, UpdateRule
-from .._runtime import as_manager, is_kp_tensor
-from .._runtime.external import refuse_unwritten
+from .._rules import ShaderVariant, UpdateRule
+from .._runtime import as_manager, element_count, is_kp_tensor, refuse_unwritten
+from .._values import check_flag, is_index, is_kp_object, is_real, show
 from .layout import ParamSlot
 from .params import normalize_groups
-from .values import check_flag, is_index, is_kp_object, is_real, show
 
 
 class GroupShape(Protocol):
@@ -182,9 +181,9 @@ def prepare_grads(
                 if group.host_mode:
                     raise TypeError(f"grad for {name} is a kp tensor but the param is a NumPy array")
                 refuse_unwritten(g, f"grad for {name}")
-                if int(g.size()) != slot.size:
+                if element_count(g) != slot.size:
                     raise ValueError(
-                        f"grad for {name} has {int(g.size())} elements; the param has {slot.size}"
+                        f"grad for {name} has {element_count(g)} elements; the param has {slot.size}"
                     )
                 prepared.append(g)
                 continue

@@ -38,8 +38,14 @@ import numpy as np
 
 from .. import _formats as fmt
 from .._inputs import env_int
-from .._runtime import Runtime
-from .._runtime.external import copy_regions_op, host_read_barrier_op, import_host_array, import_host_range
+from .._runtime import (
+    Runtime,
+    copy_regions_op,
+    free_tensor,
+    host_read_barrier_op,
+    import_host_array,
+    import_host_range,
+)
 from .buffers import Group
 from .layout import ParamSlot, gather, scatter
 
@@ -135,7 +141,7 @@ class HostImports:
             return
         del self._entries[key]
         if entry.tensor is not None:
-            entry.tensor.destroy()
+            free_tensor(entry.tensor)
 
     def __len__(self) -> int:
         return sum(1 for e in self._entries.values() if e.tensor is not None)
@@ -145,7 +151,7 @@ class HostImports:
         entries, self._entries = list(self._entries.values()), OrderedDict()
         for entry in entries:
             if entry.tensor is not None:
-                entry.tensor.destroy()
+                free_tensor(entry.tensor)
         self.enabled = False
 
 

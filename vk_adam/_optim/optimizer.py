@@ -12,9 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._rules.checks import check_rule_object
-from .._rules.registry import default_registry
-from .._rules.rule import UpdateRule
+from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
 from .access import DeviceAccess
 from .clipping import check_harness, check_max_norm

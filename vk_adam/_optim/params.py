@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _formats as fmt
 from .._runtime import is_kp_tensor
-from .values import show
+from .._values import show
 
 
 def normalize_groups(params: Iterable[Any], defaults: Mapping[str, Any]) -> list[dict[str, Any]]:

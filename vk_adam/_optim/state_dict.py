@@ -13,12 +13,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._rules.rule import UpdateRule
+from .._rules import UpdateRule
+from .._runtime import host_view
+from .._values import as_step, is_index, show
 from .device import BufferSet, Group
 from .groups import check_hyper_types, same_shader
 from .layout import ParamSlot
 from .storage import STATE_DTYPE_OF, Storage, blocks, decode_state, is_signed, native_state, quantize
-from .values import as_step, is_index, show
 
 #: State-dict key of a 16-bit param's fp32 master copy, and the suffix of 8-bit state's absmax.
 MASTER_KEY = "master_param"
@@ -89,8 +90,8 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
         bset = group.sets[slot.buffer_set]
         entry: dict[str, Any] = {"step": float(group.step)}
         for s, code in zip(group.variant.state, bset.format.state, strict=True):
-            words = bset.state[s.name].data()
-            absmax = bset.absmax[s.name].data() if s.name in bset.absmax else None
+            words = host_view(bset.state[s.name])
+            absmax = host_view(bset.absmax[s.name]) if s.name in bset.absmax else None
             if float32:
                 entry[s.name] = decode_state(code, words, absmax, slot.offset, slot.size).reshape(slot.shape)
                 continue
@@ -99,7 +100,7 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
             if scale is not None:
                 entry[f"{s.name}{ABSMAX_SUFFIX}"] = scale
         if bset.master is not None and not float32:
-            flat = bset.master.data()[slot.offset : slot.offset + slot.size]
+            flat = host_view(bset.master)[slot.offset : slot.offset + slot.size]
             entry[MASTER_KEY] = flat.reshape(slot.shape).copy()
         state[index] = entry
     param_groups = []
@@ -337,7 +338,7 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
     drain()
     touched: list[Any] = []
     for tensor, dtype, offset, value in writes:
-        tensor.data().view(dtype)[offset : offset + value.size] = value
+        host_view(tensor).view(dtype)[offset : offset + value.size] = value
         if tensor not in touched:
             touched.append(tensor)
     if touched:

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .._rules.rule import UpdateRule
-from .._runtime import Runtime
-from .._runtime.external import refuse_unwritten
+from .._rules import UpdateRule
+from .._runtime import Runtime, host_view, refuse_unwritten
 from .device import DeviceGroups, Group
 from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
 from .host_memory import refuse_resized
@@ -114,7 +113,7 @@ class StepPaths:
             self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
         handle.done = True
-        handle.skipped = self.skip_nonfinite and int(self._dev.status.data()[0]) != 0
+        handle.skipped = self.skip_nonfinite and int(host_view(self._dev.status)[0]) != 0
         if not handle.skipped:
             self._advance()
             self._dev.traffic.finish()

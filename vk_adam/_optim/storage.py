@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._rules.rule import StateBuffer
+from .._rules import StateBuffer
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._inputs import env_int
-from .._rules.spirv import subgroup_spirv
-from .._runtime.devices import DeviceInfo
+from .._rules import subgroup_spirv
+from .._runtime import DeviceInfo
 from .storage import GroupFormat, uint_spec
 
 __all__ = [

@@ -1,35 +1,110 @@
-"""The runtime layer: the only code that imports or calls kp (Kompute).
+"""The runtime layer: the only code that imports or calls kp (Kompute). This file is its face:
+every other package imports what it needs from here, never from a module below.
 
 ``shared`` keeps one kp.Manager per process and device index, reference-counted, for every
 vk-adam object that needs a device. ``Runtime`` holds a reference on it, owns the buffers,
 pipelines and sequences one user made, and turns the project's terms (upload, download,
 dispatch, barrier, run, submit, wait) into kp calls, on vk-adam's patched kp or, with a warning,
-on a stock kp 0.9.0. Device discovery and the kp import with its feature detection live beside it.
+on a stock kp 0.9.0. Buffers cross this boundary as kp tensors that only the functions of
+``tensors`` (and ``Runtime``) operate on. Device discovery, external memory (``external``,
+``device_staging``, ``cuda_views``), the bridges that order Vulkan and CUDA work (``bridges``)
+and the kp import with its feature detection live beside it.
 """
 
-from ._kp import KpFeatures, StockKpWarning, kp_features, kp_module
+from .._values import is_kp_tensor
+from ._kp import KpFeatures, StockKpWarning, kp_features
+from .bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge
+from .bridges import wanted as bridge_for
+from .cuda_views import as_torch, to_cuda, to_vulkan
+from .device_staging import DeviceStaging, Region, check_float32, region_copies_available
 from .devices import DEVICE_ENV, DeviceInfo, list_devices, select_device
-from .runtime import MAX_ELEMENTS, MAX_WORKGROUPS, WORKGROUP_SIZE, Pending, Runtime, as_manager, is_kp_tensor
+from .external import (
+    EXPORT_DTYPES,
+    Sharing,
+    copy_regions_op,
+    described,
+    described_or_refuse,
+    export_fd,
+    exportable_tensor,
+    fd_identity,
+    host_read_barrier_op,
+    import_fd,
+    import_host_array,
+    import_host_range,
+    is_exportable,
+    ownership_transfers,
+    refuse_unwritten,
+    remember,
+    sharing,
+)
+from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
+from .runtime import (
+    MAX_ELEMENTS,
+    MAX_WORKGROUPS,
+    MAX_WORKGROUPS_ENV,
+    WORKGROUP_SIZE,
+    Pending,
+    Runtime,
+    as_manager,
+)
 from .shared import LINGER_ENV, DeviceHandle, open_device, open_devices
+from .tensors import element_count, free_tensor, has_host_copy, host_dtype, host_view, is_alive
 
 __all__ = [
     "DEVICE_ENV",
+    "EXPORT_DTYPES",
     "LINGER_ENV",
     "MAX_ELEMENTS",
     "MAX_WORKGROUPS",
+    "MAX_WORKGROUPS_ENV",
     "WORKGROUP_SIZE",
+    "CudaBridge",
     "DeviceHandle",
     "DeviceInfo",
+    "DeviceStaging",
+    "HostMirrorBridge",
     "KpFeatures",
     "Pending",
+    "Region",
     "Runtime",
+    "SemaphoreBridge",
+    "Sharing",
     "StockKpWarning",
     "as_manager",
+    "as_torch",
+    "bridge_for",
+    "check_float32",
+    "copy_regions_op",
+    "described",
+    "described_or_refuse",
+    "element_count",
+    "export_fd",
+    "exportable_tensor",
+    "fd_identity",
+    "free_tensor",
+    "has_host_copy",
+    "host_dtype",
+    "host_read_barrier_op",
+    "host_view",
+    "import_fd",
+    "import_host_array",
+    "import_host_range",
+    "imported_kp_has_validation_log",
+    "imported_kp_version",
+    "is_alive",
+    "is_exportable",
     "is_kp_tensor",
     "kp_features",
-    "kp_module",
     "list_devices",
     "open_device",
     "open_devices",
+    "ownership_transfers",
+    "refuse_unwritten",
+    "region_copies_available",
+    "release_imported_instance",
+    "remember",
     "select_device",
+    "sharing",
+    "to_cuda",
+    "to_vulkan",
 ]

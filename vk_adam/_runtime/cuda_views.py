@@ -20,8 +20,8 @@ import os
 import weakref
 from typing import Any
 
+from .._values import is_kp_tensor
 from . import external as _ext
-from .runtime import is_kp_tensor
 
 # id(kp tensor) -> its CUDA mapping, while a torch tensor over it lives: as_torch maps each
 # Vulkan allocation into CUDA once.

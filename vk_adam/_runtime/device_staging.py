@@ -23,7 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._kp import kp_features, kp_module
+from .barriers import full_barrier_op
 from .external import copy_regions_op, host_read_barrier_op, import_host_range, sharing
+from .sequences import rerecord
 
 Array = npt.NDArray[Any]
 #: (source byte offset, destination byte offset, bytes)
@@ -73,11 +75,6 @@ class DeviceStaging:
         self._sequence: Any = None
         self._started: Any = None  # start()'s sequence, and whether it runs
         self._running = False
-        access, stage = self._kp.AccessFlagBits, self._kp.PipelineStageFlagBits
-        writes = int(access.shader_write) | int(access.transfer_write)
-        uses = writes | int(access.shader_read) | int(access.transfer_read)
-        stages = int(stage.compute_shader) | int(stage.transfer)
-        self._masks = (writes, uses, stages, stages)
 
     @property
     def how(self) -> str:
@@ -118,8 +115,7 @@ class DeviceStaging:
     def _barrier(self, tensors: Sequence[Any]) -> Any:
         """Everything after it after every earlier compute and transfer write to ``tensors``
         (and after earlier reads, for later writes)."""
-        src_access, dst_access, src_stage, dst_stage = self._masks
-        return self._kp.OpMemoryBarrier(list(tensors), src_access, dst_access, src_stage, dst_stage)
+        return full_barrier_op(self._kp, tensors)
 
     def to_host_ops(self, copies: Sequence[tuple[Any, Array, list[Region]]]) -> list[Any]:
         """One submission's ops: each ``(device tensor, host array, regions)`` copies byte regions
@@ -181,7 +177,7 @@ class DeviceStaging:
     def run(self, ops: Sequence[Any]) -> None:
         """Record ``ops`` into one command buffer, submit it and wait."""
         if ops:
-            self._sequence = _recorded(self._manager, self._sequence, ops)
+            self._sequence = rerecord(self._manager, self._sequence, ops)
             self._sequence.eval()
 
     def start(self, ops: Sequence[Any]) -> None:
@@ -189,7 +185,7 @@ class DeviceStaging:
         :meth:`wait` waits (one such submission at a time)."""
         self.wait()
         if ops:
-            self._started = _recorded(self._manager, self._started, ops)
+            self._started = rerecord(self._manager, self._started, ops)
             self._started.eval_async()
             self._running = True
 
@@ -211,16 +207,6 @@ class DeviceStaging:
                 made.destroy()
         for tensor in tensors:
             tensor.destroy()
-
-
-def _recorded(manager: Any, sequence: Any, ops: Sequence[Any]) -> Any:
-    """``sequence`` (made on ``manager`` when None), cleared, with ``ops`` recorded into it."""
-    if sequence is None:
-        sequence = manager.sequence()
-    sequence.clear()
-    for op in ops:
-        sequence.record(op)
-    return sequence
 
 
 def _chunks(nbytes: int, chunk: int) -> list[Region]:

@@ -25,11 +25,13 @@ import numpy.typing as npt
 
 from .._errors import NoVulkanDeviceError
 from .._inputs import env_int
+from .._values import is_kp_tensor
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
+from .barriers import full_barrier_op
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
-from .sequences import Pending, Sequences
+from .sequences import Pending, RecordedByKey, Sequences, rerecord
 
 Array = npt.NDArray[Any]
 
@@ -43,15 +45,6 @@ MAX_ELEMENTS = (2**32 - 1) // 4
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
-
-
-def is_kp_tensor(obj: object) -> bool:
-    """True for a kp.Tensor (an application's device buffer), without importing kp."""
-    return (
-        type(obj).__name__ == "Tensor"
-        and type(obj).__module__ in ("kp", "builtins")
-        and hasattr(obj, "tensor_type")
-    )
 
 
 def as_manager(manager: Any) -> Any:
@@ -99,17 +92,12 @@ class Runtime:
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
+        self._own_sequences: list[Any] = []  # sequence()'s
+        self._caches: list[RecordedByKey] = []  # recorded_by_key()'s
         self._closed = False
         # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
         self._bridge_op: Any = None
-        self._barrier_masks: tuple[int, int, int, int] | None = None
-        if self.features.memory_barriers:
-            access, stage = self.kp.AccessFlagBits, self.kp.PipelineStageFlagBits
-            writes = int(access.shader_write) | int(access.transfer_write)
-            uses = writes | int(access.shader_read) | int(access.transfer_read)
-            stages = int(stage.compute_shader) | int(stage.transfer)
-            self._barrier_masks = (writes, uses, stages, stages)
-        else:
+        if not self.features.memory_barriers:
             bridge = self.buffer(np.zeros(1, np.float32))
             self._bridge_op = self.kp.OpTensorSyncLocal([bridge])
 
@@ -143,6 +131,12 @@ class Runtime:
         4-byte words (float32, or uint32 words of packed 16- and 8-bit values); kp 0.9.0's
         binding cannot report a tensor's data type."""
         return 4 * int(tensor.size())
+
+    def host_view(self, tensor: Any) -> Array:
+        """A NumPy view of a kp tensor's host staging memory (its ``data()``): what an upload
+        copies to the device and a download fills."""
+        view: Array = tensor.data()
+        return view
 
     def has_host_copy(self, tensor: Any) -> bool:
         """Whether a kp tensor has host-visible memory (``data()``): every type but storage."""
@@ -193,10 +187,9 @@ class Runtime:
     def barrier_op(self, buffers: Sequence[Any]) -> Any:
         """Order everything after this point after every earlier compute and transfer write
         to ``buffers`` (and after earlier reads of them, for later writes)."""
-        if self._barrier_masks is None:
+        if self._bridge_op is not None:
             return self._bridge_op
-        src_access, dst_access, src_stage, dst_stage = self._barrier_masks
-        return self.kp.OpMemoryBarrier(list(buffers), src_access, dst_access, src_stage, dst_stage)
+        return full_barrier_op(self.kp, buffers)
 
     def upload_op(self, buffers: Sequence[Any]) -> Any:
         """Copy each buffer's host staging memory to the device."""
@@ -225,10 +218,7 @@ class Runtime:
         each op; multiply tick differences by :attr:`timestamp_period` for nanoseconds).
         """
         self._check_open()
-        seq = self._sequences.for_run(len(ops) + 1 if timestamps else 0)
-        seq.clear()
-        for op in ops:
-            seq.record(op)
+        seq = rerecord(self.manager, self._sequences.for_run(len(ops) + 1 if timestamps else 0), ops)
         seq.eval()
         if timestamps:
             return [int(t) for t in seq.get_timestamps()]
@@ -244,6 +234,37 @@ class Runtime:
         self._check_open()
         for op in ops:
             sequence.record(op)
+
+    def rerecord(self, sequence: Any, ops: Sequence[Any]) -> None:
+        """Clear a sequence (the application's, or :meth:`sequence`'s) and record ``ops`` into it."""
+        self._check_open()
+        rerecord(self.manager, sequence, ops)
+
+    def new_sequence(self) -> Any:
+        """A kp sequence of this runtime's own, for work recorded by the caller (``record``)
+        and evaluated with :meth:`evaluate`; destroyed by :meth:`close` or :meth:`free_sequence`."""
+        self._check_open()
+        seq = self.manager.sequence()
+        self._own_sequences.append(seq)
+        return seq
+
+    def evaluate(self, sequence: Any) -> None:
+        """Submit a sequence recorded earlier and wait for it."""
+        self._check_open()
+        sequence.eval()
+
+    def free_sequence(self, sequence: Any) -> None:
+        """Destroy a sequence made by :meth:`new_sequence` (waits for its submitted work)."""
+        sequence.destroy()
+        self._own_sequences.remove(sequence)
+
+    def recorded_by_key(self) -> RecordedByKey:
+        """Sequences recorded once per key and submitted many times (:class:`.sequences.RecordedByKey`),
+        destroyed by :meth:`close`."""
+        self._check_open()
+        cache = RecordedByKey(self.manager)
+        self._caches.append(cache)
+        return cache
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -267,11 +288,15 @@ class Runtime:
         # Sequences first: destroying one waits for its submitted work.
         self._sequences.close(destroy=live)
         if live:
+            for cache in self._caches:
+                cache.close()
+            for seq in self._own_sequences:
+                seq.destroy()
             for algo in self._pipelines:
                 algo.destroy()
             for tensor in self._buffers:
                 tensor.destroy()
-        self._pipelines, self._buffers = [], []
+        self._pipelines, self._buffers, self._own_sequences, self._caches = [], [], [], []
         self._bridge_op = None
         self.manager = None
         if shared is not None:

@@ -9,10 +9,57 @@ device (:mod:`.shared`), and their destruction at close. Only the runtime makes 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import shared as _shared
+
+
+def rerecord(manager: Any, sequence: Any, ops: Sequence[Any], *, timestamps: int = 0) -> Any:
+    """``sequence`` (made on ``manager`` when None), cleared, with ``ops`` recorded into it: the
+    one way a kp sequence is (re)filled in vk-adam."""
+    if sequence is None:
+        sequence = manager.sequence(total_timestamps=timestamps)
+    sequence.clear()
+    for op in ops:
+        sequence.record(op)
+    return sequence
+
+
+class RecordedByKey:
+    """Sequences recorded once and submitted many times, one per name, each recorded again only
+    when its key changes: the kp objects its ops use, compared by identity (a fresh ``id()`` of
+    a new object may equal a freed one's, so the key's objects are kept alive here)."""
+
+    def __init__(self, manager: Any) -> None:
+        self._manager = manager
+        self._made: dict[str, tuple[tuple[Any, ...], Any]] = {}
+        #: How many times a sequence was recorded (once per name while its key stays).
+        self.recordings = 0
+
+    def get(
+        self, name: str, key: tuple[Any, ...], ops: Callable[[], Sequence[Any]]
+    ) -> tuple[Any, tuple[Any, ...]]:
+        """``name``'s sequence, recorded from ``ops()`` when first asked for or when ``key``
+        changed; and the key it replaced (``()`` if none), whose objects the caller may now free."""
+        made = self._made.get(name)
+        kept: tuple[Any, ...] = made[0] if made is not None else ()
+        if made is not None and len(kept) == len(key) and all(a is b for a, b in zip(kept, key, strict=True)):
+            return made[1], ()
+        sequence = rerecord(self._manager, made[1] if made is not None else None, ops())
+        self._made[name] = (key, sequence)
+        self.recordings += 1
+        return sequence, kept
+
+    def keys(self) -> list[tuple[Any, ...]]:
+        """The keys of the sequences recorded now (their objects are in use)."""
+        return [key for key, _ in self._made.values()]
+
+    def close(self) -> None:
+        """Destroy every sequence (destroying one waits for its submitted work)."""
+        made, self._made = self._made, {}
+        for _key, sequence in made.values():
+            sequence.destroy()
 
 
 class Pending:
@@ -74,10 +121,7 @@ class Sequences:
         """Submit ``ops`` without waiting: recorded into one sequence (``one_submission``, a
         patched kp), else one sequence per op (stock kp's ``eval_async`` takes one op)."""
         if one_submission:
-            seq = self._acquire()
-            seq.clear()
-            for op in ops:
-                seq.record(op)
+            seq = rerecord(self._manager, self._acquire(), ops)
             seq.eval_async()
             return Pending(self, [seq])
         sequences = []
@@ -118,4 +162,4 @@ class Sequences:
         self._manager = None
 
 
-__all__ = ["Pending", "Sequences"]
+__all__ = ["Pending", "RecordedByKey", "Sequences", "rerecord"]

@@ -25,6 +25,11 @@ uses. docs/distributed.md has the semantics, the failure behaviour and the measu
 
 from __future__ import annotations
 
+from ._comm import agree as agree
+from ._comm import make_communicator as make_communicator
+from ._shard import device_for_rank as device_for_rank
 from ._zero import ZeroRedundancyOptimizer
 
+# The public name is the optimizer; the communicator helpers are for vk-adam's own ZeRO bench
+# (``_commands/bench/zero_worker``), which may import only this face.
 __all__ = ["ZeroRedundancyOptimizer"]

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._optim.buffers import Group
-from .._optim.clipping import check_max_norm
-from .._optim.optimizer import Optimizer
+from .._optim import Group, Optimizer, check_max_norm
 from ._comm import Communicator
 from ._device import DeviceParams
 from ._plan import Unit

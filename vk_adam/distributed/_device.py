@@ -28,10 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._inputs import env_int
-from .._optim.host_memory import HOST_IMPORT_ENV
-from .._runtime import Runtime
-from .._runtime.device_staging import DeviceStaging, Region, check_float32
-from .._runtime.external import refuse_unwritten
+from .._optim import HOST_IMPORT_ENV
+from .._runtime import DeviceStaging, Region, Runtime, check_float32, element_count, refuse_unwritten
 from ._plan import Unit
 from ._shard import Partition
 from ._staging import ShardStaging
@@ -199,7 +197,7 @@ class DeviceParams:
         self.pulled()
         if self._push is None or self._push[0] != clear:
             read = self._pull[0] if self._pull is not None and clear else []
-            sizes = [(t, 4 * int(t.size())) for t in read if t is not None]
+            sizes = [(t, 4 * element_count(t)) for t in read if t is not None]
             self._push = (clear, self._copies.to_device_ops(self._params_out, sizes))
         self._copies.run(self._push[1])
 

@@ -20,10 +20,18 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._optim.buffers import BufferSet, Group
-from .._optim.state_dict import ABSMAX_SUFFIX, MASTER_KEY
-from .._optim.storage import GroupFormat, Storage, initial_state, value_words
-from .._rules.rule import UpdateRule
+from .._optim import (
+    ABSMAX_SUFFIX,
+    MASTER_KEY,
+    BufferSet,
+    Group,
+    GroupFormat,
+    Storage,
+    initial_state,
+    value_words,
+)
+from .._rules import UpdateRule
+from .._runtime import host_view
 from ._plan import Unit
 from ._shard import Piece
 
@@ -125,12 +133,12 @@ def shard_entry(mirror: StateMirror, piece: Piece) -> dict[str, Any]:
     group, bset = mirror.buffer_set(piece)
     entry: dict[str, Any] = {"step": float(group.step)}
     for s, code in zip(group.variant.state, bset.format.state, strict=True):
-        entry[s.name] = element_view(bset.state[s.name].data(), code)[piece.lo : piece.hi].copy()
+        entry[s.name] = element_view(host_view(bset.state[s.name]), code)[piece.lo : piece.hi].copy()
         if s.name in bset.absmax:
             first, last = piece.lo // fmt.BLOCK, piece.hi // fmt.BLOCK
-            entry[s.name + ABSMAX_SUFFIX] = bset.absmax[s.name].data()[first:last].copy()
+            entry[s.name + ABSMAX_SUFFIX] = host_view(bset.absmax[s.name])[first:last].copy()
     if bset.master is not None:
-        entry[MASTER_KEY] = bset.master.data().view(np.float32)[piece.lo : piece.hi].copy()
+        entry[MASTER_KEY] = host_view(bset.master).view(np.float32)[piece.lo : piece.hi].copy()
     return entry
 
 
@@ -139,9 +147,9 @@ def fill_from_entry(mirror: StateMirror, piece: Piece, entry: Mapping[str, Any])
     rank's own optimizer saves it) into the mirror."""
     group, bset = mirror.buffer_set(piece)
     for s, code in zip(group.variant.state, bset.format.state, strict=True):
-        element_view(bset.state[s.name].data(), code)[piece.lo : piece.hi] = entry[s.name]
+        element_view(host_view(bset.state[s.name]), code)[piece.lo : piece.hi] = entry[s.name]
         if s.name in bset.absmax:
             first, last = piece.lo // fmt.BLOCK, piece.hi // fmt.BLOCK
-            bset.absmax[s.name].data()[first:last] = entry[s.name + ABSMAX_SUFFIX]
+            host_view(bset.absmax[s.name])[first:last] = entry[s.name + ABSMAX_SUFFIX]
     if bset.master is not None:
-        bset.master.data().view(np.float32)[piece.lo : piece.hi] = entry[MASTER_KEY]
+        host_view(bset.master).view(np.float32)[piece.lo : piece.hi] = entry[MASTER_KEY]

@@ -23,7 +23,7 @@ pieces (one kp tensor per piece of a buffer set, each a window of that buffer se
 Every Vulkan step is one submission that starts by acquiring the shared buffers it touches from
 ``VK_QUEUE_FAMILY_EXTERNAL`` and ends by releasing them to it (queue family ownership
 transfers, as the Vulkan spec asks of memory another API uses), ordered after CUDA's work and
-before CUDA's next by the ``bridge`` (``_bridges``: host waits, or a timeline semaphore).
+before CUDA's next by the ``bridge`` (``_runtime/bridges``: host waits, or a timeline semaphore).
 Between steps CUDA holds them.
 """
 
@@ -34,14 +34,20 @@ from typing import Any
 
 import numpy as np
 
-from .._rules.spirv import load_spirv
-from .._runtime import Runtime
-from .._runtime import external as _ext
-from ._bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge, wanted
+from .._rules import load_spirv
+from .._runtime import CudaBridge, HostMirrorBridge, Runtime, SemaphoreBridge
+from .._runtime import bridge_for as _bridge_for
 from ._plan import Unit
 from ._shard import Partition
 
 __all__ = ["CudaBridge", "HostMirrorBridge", "NcclOnVulkan", "SemaphoreBridge", "wanted"]
+
+
+def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
+    """The bridge that runs NCCL on the Vulkan buffers of ``units`` (None: the host path);
+    ``_runtime.bridge_for`` decides."""
+    return _bridge_for(comm, [u.tensor for u in units], manager)
+
 
 #: (source kp tensor, destination kp tensor, [(source byte, destination byte, bytes)])
 Copy = tuple[Any, Any, list[tuple[int, int, int]]]
@@ -54,32 +60,27 @@ class NcclOnVulkan:
         self, manager: Any, units: Sequence[Unit], partition: Partition, rank: int, bridge: Any
     ) -> None:
         self.manager, self.units, self.partition, self.bridge = manager, units, partition, bridge
-        self._kp = _ext.kp_module()
-        info = _ext.sharing(manager)
-        assert info is not None
+        # every buffer, pipeline and sequence below is the runtime's (the manager is the application's)
+        self._rt = rt = Runtime(manager=manager)
         size, world = partition.max_shard, partition.world
         self.pieces = partition.pieces(rank)
 
         def shared(count: int) -> Any:
-            return _ext.exportable_buffer(manager, np.zeros(count, np.float32), info)
+            return rt.buffer(np.zeros(count, np.float32), exportable=True)
 
         self.grad_send, self.grad_recv = shared(size * world), shared(size)
         self.param_send, self.param_recv = shared(size), shared(size * world)
         self._shared = [self.grad_send, self.grad_recv, self.param_send, self.param_recv]
-        plain = [np.zeros(p.size, np.float32) for p in self.pieces for _ in range(2)]
-        self.piece_params = [manager.tensor(a) for a in plain[0::2]]
-        self.piece_grads = [manager.tensor(a) for a in plain[1::2]]
+        self.piece_params = [rt.buffer(np.zeros(p.size, np.float32)) for p in self.pieces]
+        self.piece_grads = [rt.buffer(np.zeros(p.size, np.float32)) for p in self.pieces]
         # the copies and clears are compute dispatches (glsl/copy_words.comp, fill_words.comp)
-        self._rt = Runtime(manager=manager)
         self._pipelines: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (shader, ids) -> (pipeline, tensors)
-        self._recorded: dict[str, tuple[tuple[Any, ...], Any]] = {}  # _vulkan's sequences
-        #: How many times _vulkan recorded a sequence (once per name while its kp tensors stay).
-        self.recordings = 0
+        self._recorded = rt.recorded_by_key()  # _vulkan's sequences
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
-        self._sequence = manager.sequence()
+        self._sequence = rt.new_sequence()
         made = [*self._shared, *self.piece_params, *self.piece_grads]
         # between steps the collectives' side holds the shared buffers
-        self._run([self._kp.OpTensorSyncDevice(made), *bridge.release_ops(manager, self._shared)])
+        self._run([rt.upload_op(made), *bridge.release_ops(manager, self._shared)])
         self.views = [bridge.view(t) for t in self._shared]
         # each unit's byte ranges: (offset in the unit, offset in the collectives' layout, bytes)
         self._segments = {
@@ -89,20 +90,17 @@ class NcclOnVulkan:
 
     # -- the Vulkan submissions ----------------------------------------------------------------
 
+    @property
+    def recordings(self) -> int:
+        """How many times _vulkan recorded a sequence (once per name while its kp tensors stay)."""
+        return self._recorded.recordings
+
     def _run(self, ops: Sequence[Any]) -> None:
         self.bridge.finish()
-        sequence = self._sequence
-        sequence.clear()
-        for op in ops:
-            sequence.record(op)
-        sequence.eval()
+        self._rt.run(ops)
 
     def _barrier(self, tensors: Sequence[Any]) -> Any:
-        access, stage = self._kp.AccessFlagBits, self._kp.PipelineStageFlagBits
-        writes = int(access.shader_write) | int(access.transfer_write)
-        uses = writes | int(access.shader_read) | int(access.transfer_read)
-        stages = int(stage.compute_shader) | int(stage.transfer)
-        return self._kp.OpMemoryBarrier(list(tensors), writes, uses, stages, stages)
+        return self._rt.barrier_op(tensors)
 
     def _pipeline(self, spirv: str, tensors: tuple[Any, ...], words: int, push: int) -> Any:
         """The pipeline of ``spirv`` over ``tensors``, made once per tensors (sized for ``words``;
@@ -121,7 +119,7 @@ class NcclOnVulkan:
         used = {id(u.tensor) for u in self.units}
         used |= {id(t) for t in [*self._shared, *self.piece_params, *self.piece_grads]}
         used |= {id(t) for t in self._host_grads.values()}
-        used |= {id(t) for key, _ in self._recorded.values() for t in key}
+        used |= {id(t) for key in self._recorded.keys() for t in key}
         gone = old - used
         for key, (pipeline, *tensors) in list(self._pipelines.items()):
             if any(id(t) in gone for t in tensors):
@@ -160,7 +158,7 @@ class NcclOnVulkan:
                 pipeline = self._pipeline("copy_words", (src, dst), size // 4, 3)
                 dispatch(pipeline, [at_src // 4, at_dst // 4, size // 4], src, dst)
         for tensor in clear:
-            words = int(tensor.size())
+            words = self._rt.buffer_bytes(tensor) // 4
             dispatch(self._pipeline("fill_words", (tensor,), words, 2), [0, words], None, tensor)
         return [*ops, self._barrier(touched)]
 
@@ -169,24 +167,18 @@ class NcclOnVulkan:
         ``ops()`` makes, hand ``shared`` back; wait. Recorded once per ``key`` (the kp tensors
         it reads, kept and compared by identity: a fresh ``id()`` int is never ``is`` an earlier
         one) into a sequence of its own, ``name``'s, and submitted again after that."""
-        recorded = self._recorded.get(name)
-        kept: tuple[Any, ...] = recorded[0] if recorded is not None else ()
-        if (
-            recorded is None
-            or len(kept) != len(key)
-            or any(a is not b for a, b in zip(kept, key, strict=True))
-        ):
-            if recorded is not None:
-                recorded[1].destroy()
-                self._recorded[name] = (key, recorded[1])  # the new key's tensors stay in use
-                self._forget({id(t) for t in kept})
-            sequence = self.manager.sequence()
-            take = self.bridge.acquire_ops(self.manager, shared)
-            for op in [*take, *ops(), *self.bridge.release_ops(self.manager, shared)]:
-                sequence.record(op)
-            recorded = self._recorded[name] = (key, sequence)
-            self.recordings += 1
-        self.bridge.submit(recorded[1])
+        sequence, replaced = self._recorded.get(
+            name,
+            key,
+            lambda: [
+                *self.bridge.acquire_ops(self.manager, shared),
+                *ops(),
+                *self.bridge.release_ops(self.manager, shared),
+            ],
+        )
+        if replaced:
+            self._forget({id(t) for t in replaced})
+        self.bridge.submit(sequence)
 
     def _param_copies(self) -> list[Copy]:
         """This rank's shard of each param into its piece (the padding past a param stays 0)."""
@@ -213,13 +205,13 @@ class NcclOnVulkan:
             if isinstance(grad, np.ndarray):
                 tensor = self._host_grads.get(i)
                 if tensor is None:
-                    tensor = self._host_grads[i] = self.manager.tensor(np.zeros(self.units[i].n, np.float32))
-                tensor.data()[:] = grad.reshape(-1)
+                    tensor = self._host_grads[i] = self._rt.buffer(np.zeros(self.units[i].n, np.float32))
+                self._rt.host_view(tensor)[:] = grad.reshape(-1)
                 uploads.append(tensor)
                 grad = tensor
             sources.append(grad)
         copies = [(g, self.grad_send, self._segments[i]) for i, g in enumerate(sources)]
-        first = [self._kp.OpTensorSyncDevice(uploads)] if uploads else []
+        first = [self._rt.upload_op(uploads)] if uploads else []
         self._vulkan(
             "pull",
             tuple(sources),
@@ -253,15 +245,14 @@ class NcclOnVulkan:
         give = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, _, t in pieces]
         shared = [self.grad_recv, self.param_send]
         sequence = self._sequence
-        sequence.clear()
         # a recorded step leaves its status buffer (the clipping factor set by the host) to us
         status = inner._dev.stage_status()
-        first = [self._kp.OpTensorSyncDevice(status)] if status else []
-        for op in [*self.bridge.acquire_ops(self.manager, shared), *first, *self._copy_ops(take)]:
-            sequence.record(op)
+        first = [self._rt.upload_op(status)] if status else []
+        self._rt.rerecord(
+            sequence, [*self.bridge.acquire_ops(self.manager, shared), *first, *self._copy_ops(take)]
+        )
         inner.record_step(sequence, self.piece_grads)
-        for op in [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)]:
-            sequence.record(op)
+        self._rt.record(sequence, [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)])
 
     def run_update(self) -> None:
         """Step 3, submitted after CUDA's reduce-scatter."""
@@ -288,13 +279,8 @@ class NcclOnVulkan:
     def close(self) -> None:
         self.bridge.close()
         self.views = []
-        self._sequence.destroy()
-        for _key, sequence in self._recorded.values():
-            sequence.destroy()
-        self._recorded, self._pipelines = {}, {}
-        self._rt.close()  # its pipelines; the manager is the application's
-        for tensor in [*self._shared, *self.piece_params, *self.piece_grads, *self._host_grads.values()]:
-            tensor.destroy()
+        self._pipelines = {}
+        self._rt.close()  # its sequences, pipelines and buffers; the manager is the application's
         self._shared, self.piece_params, self.piece_grads, self._host_grads = [], [], [], {}
 
 

@@ -14,15 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _formats as fmt
-from .._optim.buffers import Group
-from .._optim.clipping import check_harness, check_max_norm
-from .._optim.groups import check_options, check_storage, group_options, shader_spec
-from .._optim.layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
-from .._optim.storage import GroupFormat, Storage, group_format
-from .._rules.checks import check_rule_object
-from .._rules.registry import default_registry
-from .._rules.rule import UpdateRule
-from .._runtime import MAX_ELEMENTS, is_kp_tensor
+from .._optim import (
+    ALIGN_ELEMENTS,
+    Group,
+    GroupFormat,
+    ParamSlot,
+    Storage,
+    align,
+    check_harness,
+    check_max_norm,
+    check_options,
+    check_storage,
+    group_format,
+    group_options,
+    plan_flat,
+    shader_spec,
+)
+from .._rules import UpdateRule, check_rule_object, default_registry
+from .._runtime import MAX_ELEMENTS, element_count, is_kp_tensor
 from ._shard import Partition, partition
 
 
@@ -123,7 +132,7 @@ def make_plan(
         group = Group(options, variant, spec, [], [], not on_device)
         if on_device:  # one buffer set per tensor, as one process makes them
             for index, tensor in enumerate(plist):
-                n = int(tensor.size())
+                n = element_count(tensor)
                 if n > MAX_ELEMENTS:
                     raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
                 slot = ParamSlot(index, 0, n, (n,), None)

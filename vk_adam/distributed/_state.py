@@ -11,11 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._optim.buffers import Group
-from .._optim.optimizer import Optimizer
-from .._optim.state_dict import read_state_dict, write_state_dict
-from .._optim.storage import GroupFormat, Storage
-from .._rules.rule import UpdateRule
+from .._optim import Group, GroupFormat, Optimizer, Storage, read_state_dict, write_state_dict
+from .._rules import UpdateRule
 from ._comm import Communicator, agree
 from ._mirror import StateMirror, build_mirror, fill_from_entry, shard_entry
 from ._plan import Unit

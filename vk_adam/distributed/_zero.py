@@ -31,12 +31,20 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .._optim.groups import check_options, prepare_grads, revalidate
-from .._optim.inflight import InFlight, StepHandle
-from .._optim.optimizer import Optimizer
-from .._optim.options import SHARD_OPTIONS, Closable, spell_out_options, split_options
-from .._optim.storage import Window
-from .._rules.rule import UpdateRule
+from .._optim import (
+    SHARD_OPTIONS,
+    Closable,
+    InFlight,
+    Optimizer,
+    StepHandle,
+    Window,
+    check_options,
+    prepare_grads,
+    revalidate,
+    spell_out_options,
+    split_options,
+)
+from .._rules import UpdateRule
 from .._runtime import DEVICE_ENV, list_devices
 from ._access import ShardAccess
 from ._comm import Communicator, agree, make_communicator

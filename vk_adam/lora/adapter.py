@@ -20,8 +20,8 @@ import numpy as np
 from .. import _formats as fmt
 from .._errors import OptimizerClosedError
 from .._inputs import convert_float_or_refuse
-from .._optim.optimizer import ALIGN_ELEMENTS, Optimizer, StepHandle
-from .._runtime import Runtime
+from .._optim import ALIGN_ELEMENTS, Optimizer, StepHandle
+from .._runtime import Runtime, host_view
 from .modules import DEFAULT_PATH_TEMPLATE, F32, PEFT_PREFIX, Array, LoRAModule, adapter_dtype, peft_key
 from .peft import peft_config, read_peft, write_peft
 
@@ -200,14 +200,14 @@ class LoRAAdapter:
     def push_params(self) -> None:
         """Copy ``flat_params`` to ``device_params`` (after editing weights on the host)."""
         if self.device_params is not None:
-            self.device_params.data()[:] = self.flat_params
+            host_view(self.device_params)[:] = self.flat_params
             self._runtime.run([self._runtime.upload_op([self.device_params])])
 
     def pull_params(self) -> None:
         """Copy ``device_params`` back into ``flat_params`` (and so into every weight view)."""
         if self.device_params is not None:
             self._runtime.run([self._runtime.download_op([self.device_params])])
-            self.flat_params[:] = self.device_params.data()
+            self.flat_params[:] = host_view(self.device_params)
 
     # -- PEFT files (the format lives in .peft) --------------------------------------------------
 

@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import OptimizerClosedError
-from .._optim.optimizer import Optimizer
-from .._optim.state_dict import ABSMAX_SUFFIX
+from .._optim import ABSMAX_SUFFIX, Optimizer
 from ..schedules import LRScheduler
 from .adapter import LoRAAdapter, _steps_adapter
 from .atomic_io import _atomic_write, _remove_orphaned_temp_files

@@ -19,9 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import _formats as fmt
-from .._optim.optimizer import Optimizer
-from .._optim.state_dict import ABSMAX_SUFFIX, MASTER_KEY
-from .._optim.storage import blocks
+from .._optim import ABSMAX_SUFFIX, MASTER_KEY, Optimizer, blocks
 from ..schedules import LRScheduler
 from .adapter import LoRAAdapter
 from .checkpoint_format import CHECKPOINT_FORMAT, _read_verified

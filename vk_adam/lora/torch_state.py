@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._optim.optimizer import Optimizer
+from .._optim import Optimizer
 from .adapter import LoRAAdapter
 from .errors import CheckpointError
 from .modules import F32, Array

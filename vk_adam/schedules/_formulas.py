@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._optim.values import show
+from .._values import show
 from ._scheduler import _DECAY, LRScheduler, _count, _param_groups, _positive, _steps, _unit
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar
 
-from .._optim.values import is_index, is_real, show
+from .._values import is_index, is_real, show
 
 #: Steps are whole numbers up to here (exact as floats, like the optimizer's step counts).
 MAX_STEP = 2**53

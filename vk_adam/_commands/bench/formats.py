@@ -71,7 +71,7 @@ def time_format_step(
 ) -> tuple[list[float], str, dict[str, int]]:
     """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
     uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
-    from ..._optim.optimizer import Optimizer
+    from ..._optim import Optimizer
 
     opt = Optimizer(
         [p],
@@ -116,16 +116,10 @@ def knob_settings() -> dict[str, str]:
     """The loop-shape knobs set in the environment (variants.py), for the report."""
     import os
 
-    from ..._optim import variants
-    from ..._runtime.runtime import MAX_WORKGROUPS_ENV
+    from ..._optim import INT8_VEC4S_ENV, INT8_WORKGROUPS_ENV, SUBGROUPS_ENV, VEC4S_ENV
+    from ..._runtime import MAX_WORKGROUPS_ENV
 
-    names = (
-        variants.SUBGROUPS_ENV,
-        variants.VEC4S_ENV,
-        variants.INT8_VEC4S_ENV,
-        variants.INT8_WORKGROUPS_ENV,
-        MAX_WORKGROUPS_ENV,
-    )
+    names = (SUBGROUPS_ENV, VEC4S_ENV, INT8_VEC4S_ENV, INT8_WORKGROUPS_ENV, MAX_WORKGROUPS_ENV)
     return {name: os.environ[name] for name in names if name in os.environ}
 
 

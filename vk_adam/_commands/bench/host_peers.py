@@ -88,7 +88,7 @@ def bench_vk(n: int, arrays: str, device: int, warmup: int, repeats: int, host_i
     has them) or 0 (every array through staging memory) while the optimizer is made (where it is
     read), then restored. The row's ``host_import``: imports were on for this optimizer."""
     import vk_adam
-    from vk_adam._optim.host_memory import HOST_IMPORT_ENV
+    from vk_adam._optim import HOST_IMPORT_ENV
 
     grads = Grads(n, arrays)
     p, before = grads.param, grads.param.copy()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._runtime import Runtime
+from ..._runtime import Runtime, element_count, host_view
 from .cases import Case
 from .peer_steps import bench_numpy, bench_torch_cpu, bench_torch_cuda, cuda_copy_bandwidth
 from .timing import Result, median_ms, timeit
@@ -38,7 +38,7 @@ class ClockWarmer:
     """
 
     def __init__(self, rt: Runtime, seconds: float = 0.03, elements: int = 2**24) -> None:
-        from ..._rules.spirv import load_spirv
+        from ..._rules import load_spirv
 
         self.rt, self.seconds = rt, seconds
         self._a = rt.buffer(np.ones(elements, np.float32))
@@ -69,7 +69,7 @@ def copy_seconds(
 ) -> float:
     """Median GPU seconds (Vulkan timestamps, after 3 untimed) of glsl/copy.comp copying
     ``elements`` floats of ``src`` into ``dst`` (uploaded buffers); ``warm`` runs before each."""
-    from ..._rules.spirv import load_spirv
+    from ..._rules import load_spirv
 
     push = np.array([elements // 4], np.uint32).view(np.float32)
     algo = rt.pipeline([src, dst], load_spirv("copy"), elements // 4, (), 1)
@@ -107,7 +107,7 @@ def vulkan_copy_bandwidth(rt: Runtime, elements: int, repeats: int) -> float:
 def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
     """The bare cost of one tiny dispatch through the runtime: run (record + submit + wait),
     and submit then wait separately."""
-    from ..._rules.spirv import load_spirv
+    from ..._rules import load_spirv
 
     g = rt.buffer(np.zeros(1, np.float32))
     status = rt.buffer(np.zeros(1, np.uint32))
@@ -159,7 +159,7 @@ def bench_vk(
 ) -> Result:
     """vk-adam's AdamW on device buffers; with ``clip``, global-norm clipping on the device
     (its two passes count in the GPU time)."""
-    from ..._optim.optimizer import Optimizer
+    from ..._optim import Optimizer
 
     rng = np.random.default_rng(0)
     if per_tensor:
@@ -175,7 +175,7 @@ def bench_vk(
     try:
         grads = [opt.grad_buffer(0, i) for i in range(len(params))]
         for g, p in zip(grads, params, strict=True):  # gradients: random, already on the device
-            g.data()[:] = rng.standard_normal(int(p.size()), dtype=np.float32)
+            host_view(g)[:] = rng.standard_normal(element_count(p), dtype=np.float32)
         rt.run([rt.upload_op(grads)])
         gpu, host = [], []
         for _ in range(args.warmup):
@@ -193,28 +193,28 @@ def bench_vk(
         opt.profile = False
         wall = timeit(opt.step, args.repeats, 1)
         n_steps = args.steps_per_batch
-        batch = rt.manager.sequence()
+        batch = rt.new_sequence()
 
         def back_to_back() -> None:
             # The GPU-resident case: steps recorded back to back into one of the application's
             # sequences, submitted once; no host wait between steps (barriers between steps).
-            batch.clear()
+            rt.rerecord(batch, [])
             for _ in range(n_steps):
                 opt.record_step(batch)
-            batch.eval()
+            rt.evaluate(batch)
 
         pipe = timeit(back_to_back, max(3, args.repeats // 5), 1)
         # The same with the recording left out of the clock: what the barriers between steps
         # cost on the GPU, apart from the host's recording of each step.
         eval_only: list[float] = []
         for _ in range(max(3, args.repeats // 5)):
-            batch.clear()
+            rt.rerecord(batch, [])
             for _ in range(n_steps):
                 opt.record_step(batch)
             t0 = time.perf_counter()
-            batch.eval()
+            rt.evaluate(batch)
             eval_only.append(time.perf_counter() - t0)
-        batch.destroy()
+        rt.free_sequence(batch)
         issue: list[float] = []
 
         def async_steps() -> None:

@@ -15,7 +15,7 @@ from .timing import Result, median_ms, timeit
 
 
 def bench_numpy(case: Case, args: argparse.Namespace) -> Result:
-    from ..._rules.builtin import ADAMW
+    from ..._rules import ADAMW
 
     rng = np.random.default_rng(0)
     n = case.elements

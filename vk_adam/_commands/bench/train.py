@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._runtime import open_device
+from ..._runtime import Runtime, open_device
 
 #: Submissions timed after one warm-up submission.
 REPEATS = 5
@@ -80,17 +80,18 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
             walls, evals = time_submissions(trainer, per_submit, repeats)
             kinds = [type(op).__name__ for op in trainer.gradient_ops(0)]
             # The update alone: as many recorded steps, no forward or backward.
-            seq = mgr.sequence()
+            rt = Runtime(manager=mgr)  # the sequence below is its own; the manager stays the app's
+            seq = rt.new_sequence()
             updates = []
             for r in range(repeats + 1):
-                seq.clear()
+                rt.rerecord(seq, [])
                 t0 = time.perf_counter()
                 for _ in range(per_submit):
                     opt.record_step(seq)
-                seq.eval()
+                rt.evaluate(seq)
                 if r:
                     updates.append((time.perf_counter() - t0) / per_submit)
-            seq.destroy()
+            rt.close()
             trainer.destroy()
         adapter.device_params = None
     finally:

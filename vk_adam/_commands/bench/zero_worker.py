@@ -105,8 +105,7 @@ def bench_vk_zero_device(
     uploaded once, before timing (the step zeroes them, as ``zero_grad`` does in training)."""
     import vk_adam.distributed as vkd
     from vk_adam._runtime import DEVICE_ENV, Runtime, list_devices
-    from vk_adam.distributed._comm import agree, make_communicator
-    from vk_adam.distributed._shard import device_for_rank
+    from vk_adam.distributed import agree, device_for_rank, make_communicator
 
     channel = make_communicator(comm, None)
     sizes = _sizes(config["elements"], config["tensors"])

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..._formats import PARAM_DTYPES, STATE_DTYPES
-from ..._optim.optimizer import Optimizer
+from ..._optim import Optimizer
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
 HOST_ONLY = "the resident example's shaders read float32 weights"
@@ -61,7 +61,7 @@ class DemoConfig:
 
     def rule_hyper(self) -> dict[str, Any]:
         """The demo's hyperparameters that the chosen rule takes (any registered rule works)."""
-        from ..._rules.registry import default_registry
+        from ..._rules import default_registry
 
         defaults = default_registry().get(self.rule).defaults
         hyper: dict[str, Any] = {"lr": self.lr}

@@ -137,7 +137,7 @@ def loss_and_grads(
 def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     """The demo's run in float64 with the rule's NumPy reference (forward/backward in float64):
     float64 params and state whatever ``cfg``'s storage formats: the ideal they approximate."""
-    from ..._rules.registry import default_registry
+    from ..._rules import default_registry
 
     rule = default_registry().get(cfg.rule)
     adapter, model, _ = fresh_run(cfg)

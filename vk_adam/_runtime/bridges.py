@@ -1,4 +1,4 @@
-"""What moves ZeRO-1's shared buffers between Vulkan and CUDA (``_nccl``), and orders the two
+"""What moves ZeRO-1's shared buffers between Vulkan and CUDA (``distributed/_nccl``), and orders the two
 APIs' work on them: a bridge maps each buffer into CUDA once (``view``), adds the queue family
 ownership transfers to a Vulkan submission (``acquire_ops`` / ``release_ops``), and submits it
 after CUDA's work so far (``submit``), with CUDA's later work after it.
@@ -9,8 +9,7 @@ after CUDA's work so far (``submit``), with CUDA's later work after it.
   (kp patch 0019, ``cuImportExternalSemaphore``). Each Vulkan submission waits on the GPU for
   the value CUDA's stream signals after its work, and signals one the stream waits for before
   its next; the host waits only at the end of a step. The default where the device exports
-  semaphores: on the H200 a step took 2.06-2.13 ms with it, against 2.10-2.31 ms with host
-  waits (benchmarks/results/h200-2026-12-03-cuda/run5/zero-orders.txt).
+  semaphores (faster than host waits on the GPUs measured: BENCHMARKS.md).
   ``$VK_ADAM_NCCL_ORDER=host`` picks host waits.
 * :class:`HostMirrorBridge`: a stand-in for CUDA where there is none (lavapipe, gloo: the
   collectives run on CPU tensors over each buffer's host staging, downloaded at each hand-over
@@ -24,9 +23,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .._runtime import external as _ext
-from .._runtime._kp import kp_features
-from ._plan import Unit
+from . import external as _ext
+from ._kp import kp_features, kp_module
 
 #: Set to 0 to keep NCCL on host staging even where it could run on the Vulkan buffers.
 NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
@@ -47,7 +45,7 @@ class CudaBridge:
     def __init__(self) -> None:
         import torch
 
-        from .._runtime import cuda_views
+        from . import cuda_views
 
         self._torch, self._views, self._device = torch, cuda_views, None
         #: CUDA work was enqueued on the buffers since the last Vulkan submission
@@ -85,7 +83,7 @@ class SemaphoreBridge(CudaBridge):
 
     def __init__(self, manager: Any, ordinal: int) -> None:
         super().__init__()
-        from .._runtime import cuda
+        from . import cuda
 
         self._driver, self._ordinal = cuda.driver(), ordinal
         self._semaphore = manager.timeline_semaphore(0, exportable=True)
@@ -137,7 +135,7 @@ class HostMirrorBridge(CudaBridge):
     def __init__(self) -> None:
         import torch
 
-        self._torch, self._kp = torch, _ext.kp_module()
+        self._torch, self._kp = torch, kp_module()
         self.pending = False
 
     def view(self, tensor: Any) -> Any:
@@ -154,13 +152,13 @@ class HostMirrorBridge(CudaBridge):
         return [self._kp.OpTensorSyncLocal(tensors), *super().release_ops(manager, tensors)]
 
 
-def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
-    """The bridge for this optimizer (None: the host path): every param a kp tensor, the
+def wanted(comm: Any, tensors: Sequence[Any], manager: Any) -> Any:
+    """The bridge for this optimizer (None: the host path): every param (``tensors``) a kp tensor, the
     group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
     and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0. A timeline semaphore where kp and the device have
     exportable ones and CUDA imports it, unless ``$VK_ADAM_NCCL_ORDER`` is "host"; else host
     waits (``opt.device_staging`` says which)."""
-    if manager is None or not units or any(u.tensor is None for u in units):
+    if manager is None or not tensors or any(t is None for t in tensors):
         return None
     if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
         return None
@@ -171,7 +169,7 @@ def wanted(comm: Any, units: Sequence[Unit], manager: Any) -> Any:
         return HostMirrorBridge()
     if not getattr(comm, "cuda", False):
         return None
-    from .._runtime import cuda
+    from . import cuda
 
     try:
         device = cuda.device_for_uuid(found.device_uuid)

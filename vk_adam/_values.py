@@ -33,8 +33,14 @@ def is_index(value: Any) -> bool:
 
 
 def is_kp_object(obj: object, name: str) -> bool:
-    """Whether ``obj`` is a kp ``name`` (``Manager``, ``Sequence``) or a subclass, without importing kp."""
+    """Whether ``obj`` is a kp ``name`` (``Manager``, ``Sequence``, ``Tensor``) or a subclass,
+    without importing kp: the one kp type test of the package."""
     return any(c.__name__ == name and c.__module__ in ("kp", "builtins") for c in type(obj).__mro__)
+
+
+def is_kp_tensor(obj: object) -> bool:
+    """True for a kp.Tensor (an application's device buffer), without importing kp."""
+    return is_kp_object(obj, "Tensor") and hasattr(obj, "tensor_type")
 
 
 def check_flag(name: str, value: Any) -> None:
