@@ -19,6 +19,8 @@ LAYERS = {
     "_formats": 0,
     "shaderc": 0,
     "_validation": 0,
+    "_values": 0,
+    "_lifetime": 0,
     "_runtime": 1,
     "_rules": 1,
     "_optim": 2,

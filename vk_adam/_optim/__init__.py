@@ -16,7 +16,7 @@ from .host_memory import HOST_IMPORT_ENV
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
 from .optimizer import Optimizer
-from .options import SHARD_OPTIONS, Closable, spell_out_options, split_options
+from .options import SHARD_OPTIONS, spell_out_options, split_options
 from .presets import SGD, Adam, AdamW, create
 from .state_dict import ABSMAX_SUFFIX, MASTER_KEY, read_state_dict, write_state_dict
 from .storage import GroupFormat, Storage, Window, blocks, group_format, initial_state, is_signed, value_words
@@ -36,7 +36,6 @@ __all__ = [
     "Adam",
     "AdamW",
     "BufferSet",
-    "Closable",
     "FormatReference",
     "Group",
     "GroupFormat",

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._lifetime import Closable
 from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
 from .access import DeviceAccess
@@ -24,7 +25,7 @@ from .groups import (
 )
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
-from .options import Closable, spell_out_options, split_options
+from .options import spell_out_options, split_options
 from .state_dict import read_state_dict, write_state_dict
 from .stepping import MAX_STEPS_IN_FLIGHT, StepPaths
 from .storage import Storage, Window

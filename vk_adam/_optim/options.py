@@ -4,8 +4,8 @@
 httpx type a shared keyword set), ``DEFAULTS`` holds their defaults, ``split_options`` takes them
 out of a front's keywords where the rest are hyperparameters (``Optimizer``,
 ``ZeroRedundancyOptimizer``), and ``spell_out_options`` gives a front's signature the options
-one by one, so ``help()`` and editors list them with their defaults as before. ``Closable`` is
-the lifetime both optimizers share: ``close()``, ``closed`` and the ``with`` block.
+one by one, so ``help()`` and editors list them with their defaults as before. (The lifetime
+both optimizers share, ``close()``, ``closed`` and the ``with`` block, is ``vk_adam._lifetime``.)
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, TypeVar
 
-from .._errors import OptimizerClosedError
-
 _F = TypeVar("_F", bound=Callable[..., Any])
-_C = TypeVar("_C", bound="Closable")
 
 
 class OptimizerOptions(TypedDict, total=False):
@@ -102,27 +99,3 @@ def spell_out_options(names: tuple[str, ...] = tuple(DEFAULTS)) -> Callable[[_F]
         return init
 
     return decorate
-
-
-class Closable:
-    """The lifetime of an optimizer: :meth:`close` frees it, then every call is refused."""
-
-    _closed: bool = True
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise OptimizerClosedError("this optimizer was closed; create a new one")
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran; a closed optimizer refuses every call."""
-        return self._closed
-
-    def __enter__(self: _C) -> _C:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

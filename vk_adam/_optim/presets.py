@@ -7,11 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._rules import ADAM, ADAMW
+from .._rules import SGD as _SGD_RULE
 from .optimizer import Optimizer
 from .options import OptimizerOptions, refuse_unknown, spell_out_options
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; annotations are not evaluated (3.10)
     from typing import Unpack
+
+# The signatures show each rule's own defaults (one definition: the rule's ``defaults``).
+_A, _AW, _S = ADAM.defaults, ADAMW.defaults, _SGD_RULE.defaults
 
 
 def _pair(betas: Any) -> Any:
@@ -35,14 +40,14 @@ class Adam(Optimizer):
     def __init__(
         self,
         params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-        maximize: bool = False,
+        lr: float = _A["lr"],
+        betas: tuple[float, float] = _A["betas"],
+        eps: float = _A["eps"],
+        weight_decay: float = _A["weight_decay"],
+        amsgrad: bool = _A["amsgrad"],
+        maximize: bool = _A["maximize"],
         *,
-        decoupled_weight_decay: bool = False,
+        decoupled_weight_decay: bool = _A["decoupled_weight_decay"],
         **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(
@@ -71,12 +76,12 @@ class AdamW(Optimizer):
     def __init__(
         self,
         params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-        maximize: bool = False,
+        lr: float = _AW["lr"],
+        betas: tuple[float, float] = _AW["betas"],
+        eps: float = _AW["eps"],
+        weight_decay: float = _AW["weight_decay"],
+        amsgrad: bool = _AW["amsgrad"],
+        maximize: bool = _AW["maximize"],
         **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(
@@ -103,13 +108,13 @@ class SGD(Optimizer):
     def __init__(
         self,
         params: Iterable[Any],
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
+        lr: float = _S["lr"],
+        momentum: float = _S["momentum"],
+        dampening: float = _S["dampening"],
+        weight_decay: float = _S["weight_decay"],
+        nesterov: bool = _S["nesterov"],
         *,
-        maximize: bool = False,
+        maximize: bool = _S["maximize"],
         **options: Unpack[OptimizerOptions],
     ) -> None:
         super().__init__(

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from .._errors import NoVulkanDeviceError
 from .._inputs import env_int
+from .._lifetime import Closable
 from .._values import is_kp_tensor
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
@@ -59,7 +60,7 @@ def as_manager(manager: Any) -> Any:
     return manager
 
 
-class Runtime:
+class Runtime(Closable):
     """Every buffer, pipeline and sequence one user (an optimizer, a check) made on a device.
 
     ``manager``: the application's ``kp.Manager`` (never destroyed here) or a ``DeviceHandle``, or
@@ -67,6 +68,9 @@ class Runtime:
     :meth:`close` frees this runtime's objects and drops its reference on that device. The kp
     sequences behind :meth:`run` and :meth:`submit` are kept by :class:`.sequences.Sequences`.
     """
+
+    _closed_error = NoVulkanDeviceError
+    _closed_message = "this Vulkan runtime was closed"
 
     def __init__(self, *, manager: Any = None, device: int | str | None = None) -> None:
         self.kp = kp_module()
@@ -267,14 +271,6 @@ class Runtime:
         return cache
 
     # -- lifetime ----------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise NoVulkanDeviceError("this Vulkan runtime was closed")
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def close(self) -> None:
         """Free every object made here and drop this runtime's reference on the shared device.

@@ -82,10 +82,6 @@ class Plan:
         return (self.rule.name, tuple(self.totals), groups, repr(self.storage), flags)
 
 
-def _holds_kp(params: Any) -> bool:
-    return is_kp_tensor(params) or (isinstance(params, (list, tuple)) and any(map(is_kp_tensor, params)))
-
-
 def make_plan(
     params: Iterable[Any],
     rule: str | UpdateRule,
@@ -108,11 +104,7 @@ def make_plan(
     check_rule_object(the_rule)
     check_options(None, None, zero_grad=zero_grad, skip_nonfinite=skip_nonfinite)
     max_norm = check_max_norm(clip_grad_norm)
-    listed = params if isinstance(params, (list, tuple)) else []
-    if not has_manager and (
-        _holds_kp(params) or any(_holds_kp(p.get("params") if isinstance(p, Mapping) else p) for p in listed)
-    ):
-        raise ValueError("params include kp tensors: pass the kp.Manager that created them as manager=...")
+    # group_options checks, once, that kp tensor params came with manager=
     defaults, options_list = group_options(the_rule, params, hyper, has_manager=has_manager)
     if max_norm is not None:
         check_harness(the_rule.variant_for(g) for g in options_list)

@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .._lifetime import Closable
 from .._optim import (
     SHARD_OPTIONS,
-    Closable,
     InFlight,
     Optimizer,
     StepHandle,
