@@ -14,6 +14,7 @@ import numpy as np
 from .._runtime import Runtime, host_view
 from .clipping import check_max_norm
 from .device import DeviceGroups, Group
+from .stepping import Stepper
 
 
 class DeviceAccess:
@@ -22,8 +23,9 @@ class DeviceAccess:
     _dev: DeviceGroups
     _rt: Runtime
     _groups: list[Group]
-    #: Whether the application took a gradient buffer (to write it): ``step()`` may then go without grads.
-    _grad_buffer_taken: bool = False
+    #: The step paths; told when the application takes a gradient buffer to write it (``step()``
+    #: may then go without grads).
+    _steps: Stepper
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -83,7 +85,7 @@ class DeviceAccess:
         """
         self._check_open()
         buffer = self._groups[group].sets[index].grad
-        self._grad_buffer_taken = True
+        self._steps.grad_buffer_taken = True
         return buffer
 
     def state_buffer(self, name: str, group: int = 0, index: int = 0) -> Any:

@@ -27,11 +27,11 @@ from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .options import spell_out_options, split_options
 from .state_dict import read_state_dict, write_state_dict
-from .stepping import MAX_STEPS_IN_FLIGHT, StepPaths
+from .stepping import MAX_STEPS_IN_FLIGHT, Stepper
 from .storage import Storage, Window
 
 
-class Optimizer(Closable, StepPaths, DeviceAccess):
+class Optimizer(Closable, DeviceAccess):
     """An update rule from the registry, run on a Vulkan device through kp.
 
     ``params``: NumPy arrays of float32, float16 or bfloat16 (``ml_dtypes.bfloat16``; updated
@@ -108,11 +108,6 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
                 "(VK_KHR_external_memory_fd, and vk-adam's kp build); leave exportable off and "
                 "share through host memory (NumPy params) instead"
             )
-        self.profile = profile
-        #: With ``profile=True``: GPU time of the last synchronous step's update dispatches (and
-        #: clipping's passes; Vulkan timestamps), and its host time outside submit-and-wait.
-        self.last_gpu_seconds: float | None = None
-        self.last_host_seconds: float | None = None
         self._in_flight = InFlight(DeviceGroups.copy_back)
         try:
             self._dev = DeviceGroups(
@@ -135,6 +130,38 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
             raise
         self._groups: list[Group] = self._dev.groups
         self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
+        self._steps = Stepper(
+            self._rt,
+            self._dev,
+            self.rule,
+            self._in_flight,
+            zeroes_grad=self.zeroes_grad,
+            skip_nonfinite=self.skip_nonfinite,
+            profile=bool(profile),
+        )
+
+    # -- profiling -----------------------------------------------------------------------
+
+    @property
+    def profile(self) -> bool:
+        """Whether synchronous steps are timed (``last_gpu_seconds``, ``last_host_seconds``); settable."""
+        return self._steps.profile
+
+    @profile.setter
+    def profile(self, value: bool) -> None:
+        check_options(None, None, profile=value)
+        self._steps.profile = bool(value)
+
+    @property
+    def last_gpu_seconds(self) -> float | None:
+        """With ``profile=True``: GPU time of the last synchronous step's update dispatches (and
+        clipping's passes; Vulkan timestamps)."""
+        return self._steps.last_gpu_seconds
+
+    @property
+    def last_host_seconds(self) -> float | None:
+        """With ``profile=True``: the last synchronous step's host time outside submit-and-wait."""
+        return self._steps.last_host_seconds
 
     # -- stepping ------------------------------------------------------------------------
 
@@ -153,10 +180,8 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         """
         started = time.perf_counter()
         wait is True or wait is False or check_options(None, None, wait=wait)
-        prepared = self._begin(grads, wait=wait)
-        if wait:
-            return self._step_sync(prepared, started)
-        return self._step_async(prepared)
+        self._check_open()
+        return self._steps.step(grads, wait=wait, started=started)
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
         """Record the next step into ``sequence`` (the application's own kp.Sequence) without
@@ -173,11 +198,8 @@ class Optimizer(Closable, StepPaths, DeviceAccess):
         (their pipelines live as long as the optimizer). NumPy params and gradients, and
         ``skip_nonfinite``, need the host between steps and are refused.
         """
-        prepared = self._begin(grads, recording=True, sequence=sequence)
-        ops, _, _ = self._ops(prepared, recording=True)
-        self._rt.record(sequence, ops)
-        self._advance()
-        return self._groups[0].step
+        self._check_open()
+        return self._steps.record(sequence, grads)
 
     def _drain(self) -> None:
         if hasattr(self, "_in_flight"):

@@ -1,8 +1,9 @@
 """How a step runs, behind ``Optimizer.step`` and ``record_step``: one preamble of checks for
 the three paths (synchronous, asynchronous, recorded), the ops of a step, and the step counts.
 
-A base class of :class:`vk_adam.Optimizer`, as ``access`` is: the front keeps the public calls
-and their documentation, this keeps their order of work.
+:class:`Stepper` is an object the optimizer owns: the front keeps the public calls and their
+documentation, this keeps their order of work, top-down (checks, ops from ``device``, the
+runtime runs, submits or records them, the counts advance).
 """
 
 from __future__ import annotations
@@ -24,33 +25,54 @@ from .inflight import InFlight, StepHandle
 MAX_STEPS_IN_FLIGHT = 8
 
 
-class StepPaths:
-    """The step paths of an optimizer (see :class:`vk_adam.Optimizer`)."""
+class Stepper:
+    """The step paths of one optimizer (see :class:`vk_adam.Optimizer`): its device groups
+    ``dev`` on runtime ``rt``, steps in flight ``in_flight``; ``profile`` and
+    ``grad_buffer_taken`` are set by the optimizer, ``last_gpu_seconds`` and
+    ``last_host_seconds`` read by it."""
 
-    rule: UpdateRule
-    zeroes_grad: bool
-    skip_nonfinite: bool
-    profile: bool
-    last_gpu_seconds: float | None
-    last_host_seconds: float | None
-    _dev: DeviceGroups
-    _rt: Runtime
-    _groups: list[Group]
-    _in_flight: InFlight
-    _grad_buffer_taken: bool
-
-    def _check_open(self) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        rt: Runtime,
+        dev: DeviceGroups,
+        rule: UpdateRule,
+        in_flight: InFlight,
+        *,
+        zeroes_grad: bool,
+        skip_nonfinite: bool,
+        profile: bool,
+    ) -> None:
+        self._rt, self._dev, self.rule, self._in_flight = rt, dev, rule, in_flight
+        self._groups: list[Group] = dev.groups
+        self.zeroes_grad, self.skip_nonfinite, self.profile = zeroes_grad, skip_nonfinite, profile
+        #: The application took ``grad_buffer()`` to write gradients there itself.
+        self.grad_buffer_taken = False
+        self.last_gpu_seconds: float | None = None
+        self.last_host_seconds: float | None = None
 
     def _drain(self) -> None:
-        raise NotImplementedError
+        self._in_flight.drain()
+
+    def step(self, grads: Sequence[Any] | None, *, wait: bool, started: float) -> StepHandle:
+        """``Optimizer.step``: checked, then run and waited for (``wait``) or submitted."""
+        prepared = self._begin(grads, wait=wait)
+        if wait:
+            return self._step_sync(prepared, started)
+        return self._step_async(prepared)
+
+    def record(self, sequence: Any, grads: Sequence[Any] | None) -> int:
+        """``Optimizer.record_step``: checked, then recorded into ``sequence``; the step number."""
+        prepared = self._begin(grads, recording=True, sequence=sequence)
+        ops, _, _ = self._ops(prepared, recording=True)
+        self._rt.record(sequence, ops)
+        self._advance()
+        return self._groups[0].step
 
     def _begin(
         self, grads: Sequence[Any] | None, *, wait: bool = True, recording: bool = False, sequence: Any = None
     ) -> Any:
         """The preamble of every step path (``recording``: ``record_step`` into ``sequence``):
         every check, in one order, before anything is written; returns the prepared gradients."""
-        self._check_open()
         where = "record_step()" if recording else "step()"
         if recording:
             check_recordable(self._groups, self.skip_nonfinite, sequence)
@@ -77,10 +99,10 @@ class StepPaths:
     def _refuse_unwritten_grads(self, where: str) -> None:
         """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
         weight decay and momentum would still move the params), unless the application took
-        :meth:`grad_buffer` to write it or an earlier step left its gradients (``zero_grad=False``)."""
+        ``grad_buffer()`` to write it or an earlier step left its gradients (``zero_grad=False``)."""
         host = [gi for gi, g in enumerate(self._groups) if g.host_mode]
         kept = not self.zeroes_grad and self._groups[0].step > 0
-        if host and not self._grad_buffer_taken and not kept:
+        if host and not self.grad_buffer_taken and not kept:
             raise ValueError(
                 f"{where} without grads on NumPy params (param group {host[0]}): pass the gradients, "
                 f"{where[:-2]}(grads), or write them into opt.grad_buffer({host[0]}) on the device first"
