@@ -155,14 +155,19 @@ def test_the_benchmarks_index_names_every_script_and_run():
     table = "\n".join(line for line in index.splitlines() if line.startswith("|"))
     bench = ROOT / "benchmarks"
     scripts = [p for p in bench.iterdir() if p.suffix == ".py" and p.name != "run.py"]
-    scripts += [p for p in bench.iterdir() if p.is_dir() and p.name not in ("results", "archive")]
-    scripts += [p for p in (bench / "archive").iterdir() if p.suffix == ".py" or p.is_dir()]
-    scripts = [p for p in scripts if p.name != "results"]
+    scripts += [p for p in bench.iterdir() if p.is_dir() and p.name != "results"]
     missing = [p.name for p in scripts if p.relative_to(bench).as_posix() not in table]
-    runs = sorted((bench / "results").iterdir()) + sorted((bench / "archive" / "results").iterdir())
+    runs = sorted((bench / "results").iterdir())
     missing += [p.name for p in runs if p.is_dir() and f"{p.name}/" not in index]
     assert not missing, f"not in benchmarks/README.md: {missing}"
     assert "run.py" in table
+
+
+def test_run_folders_hold_data_not_code():
+    """Code and data apart: the scripts live in benchmarks/ and write into a run folder."""
+    results = ROOT / "benchmarks" / "results"
+    code = [p for p in results.rglob("*") if p.suffix in (".py", ".sh", ".c", ".comp", ".glsl")]
+    assert not code, [str(p.relative_to(results)) for p in code]
 
 
 def test_user_pages_on_limits_and_gpu_testing_carry_no_dated_runs():

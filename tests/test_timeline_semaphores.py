@@ -1,7 +1,7 @@
 """Timeline semaphores (kp patch 0019): a submission that waits for a value and signals one,
 the host's waits and signals, the refusals; on the H200, Vulkan and CUDA ordered by one exported
-semaphore with no host wait between them (what benchmarks/results/h200-2026-12-03-cuda/
-semaphores.py measures against host waits), under validation."""
+semaphore with no host wait between them (what the semaphores probe in benchmarks/h200/
+measures against host waits), under validation."""
 
 from __future__ import annotations
 

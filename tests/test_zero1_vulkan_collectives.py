@@ -4,7 +4,7 @@ ownership transfers with a host mirror standing in for CUDA under gloo
 (``$VK_ADAM_ZERO_TEST_BRIDGE=host-mirror``), so every submission of the path runs under
 validation, and the results are checked against one process bit for bit (one rank) and by
 tests/test_zero1_device.py's checks (several ranks, torchrun). The NCCL transport itself runs on
-the H200 (benchmarks/results/h200-2026-12-03-cuda/)."""
+the H200 (benchmarks/h200/, results in benchmarks/results/h200-2026-12-03-cuda/)."""
 
 from __future__ import annotations
 

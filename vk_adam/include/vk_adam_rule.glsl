@@ -147,7 +147,7 @@ uint vk_adam_f16_stochastic(float f, uint r) {
     // Fast path, 2^-14 <= |f| < inf (a normal float16 or an overflow): add random bits below
     // the float16 ulp, shift, and the exponent's rebias (127 - 15 = 112) falls out as one
     // subtraction; a carry into the exponent is the round-up. One add and one shift per value
-    // instead of unpacking and a variable shift (10% off the fp16 (SR) + int8 step on an H200).
+    // instead of unpacking and a variable shift.
     if (a - 0x38800000u < 0x7F800000u - 0x38800000u) {
         return sign | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, 0x7C00u);
     }
@@ -226,8 +226,8 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // (0: none), then the 256 map values. A value's code is its nearest map value's (the threshold rounded
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
 // Read in place rather than copied into shared memory by every workgroup: no copy and no
-// barrier before the loop, 14 KiB less shared memory per workgroup, and on an H200 6-24%
-// faster with the subgroup loop below (benchmarks/results/h200-2026-12-02-int8-loop/README.md).
+// barrier before the loop, 14 KiB less shared memory per workgroup, and faster with the
+// subgroup loop below on the GPUs measured.
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
@@ -546,8 +546,8 @@ void vk_adam_int8_loop(uint lid, uint n, uint n_vec4) {
 //
 // The lane's R * B vec4s (at most 16: W = 8, B = 2) live in arrays indexed only by literals
 // (the macros below spell out each slot J): a loop index would leave them dynamically indexed
-// until the driver unrolls, and some drivers move such arrays to scratch memory before that
-// (measured on lavapipe: 3-4x slower).
+// until the driver unrolls, and some drivers (lavapipe) move such arrays to scratch memory
+// before that.
 
 // The largest |value| of each 8-bit state buffer in vec4 i (component k: state buffer k), as
 // ordered uint bits; 0 for other formats and for lanes past n.
