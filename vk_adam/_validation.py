@@ -8,6 +8,11 @@ that appends each message whole (its id and severity at column 0, the text inden
 ``write()`` to a file opened ``O_APPEND``, so the messages of several instances and processes
 never split each other. (The layer's own ``log_filename`` is reopened, truncated, by every
 new VkInstance.)
+
+Device profiles: :func:`stack_profile` puts the Khronos profiles layer (``VK_LAYER_KHRONOS_profiles``,
+built by ``scripts/build-profiles-layer.sh``) below the validation layer, so that the device
+reports a profile's limits, features and extensions and validation checks the program against
+them (``scripts/test-profiles.sh``; docs/devices.md).
 """
 
 from __future__ import annotations
@@ -124,3 +129,99 @@ def validation_messages(text: str, ignore: Iterable[str] = ()) -> list[str]:
     start with a prefix in ``ignore``."""
     skip = (*BENIGN, *ignore)
     return [m for m in split_messages(text) if not m.startswith(skip)]
+
+
+#: The Khronos profiles layer (KhronosGroup/Vulkan-Profiles): it makes the device report a JSON
+#: profile's limits, features and extensions, and enforces nothing (validation does).
+PROFILES_LAYER = "VK_LAYER_KHRONOS_profiles"
+#: What the profiles layer replaces with the profile's values: the API version, the features,
+#: the properties (limits included) and the device extension list (a device of the class has the
+#: profile's extensions and those promoted to its core version, no others). Formats and queue
+#: families stay the device's.
+PROFILE_SIMULATES = (
+    "SIMULATE_API_VERSION_BIT",
+    "SIMULATE_FEATURES_BIT",
+    "SIMULATE_PROPERTIES_BIT",
+    "SIMULATE_EXTENSIONS_BIT",
+)
+#: The profiles layer's manifest, in the folder ``scripts/build-profiles-layer.sh`` prints.
+PROFILES_MANIFEST = "VkLayer_khronos_profiles.json"
+
+
+def profile_names(profile_file: Path) -> list[str]:
+    """The names of the profiles a profile file (Vulkan-Profiles' JSON format) defines."""
+    try:
+        data = json.loads(profile_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{profile_file} is not a readable JSON profile file: {exc}") from exc
+    profiles = data.get("profiles") if isinstance(data, dict) else None
+    if not isinstance(profiles, dict) or not profiles:
+        raise ValueError(f'{profile_file} defines no profile (no "profiles" object)')
+    return list(profiles)
+
+
+def stack_profile(
+    layer_dir: Path,
+    profile_file: Path,
+    profile_name: str | None = None,
+    *,
+    log: Path,
+    env: MutableMapping[str, str] | None = None,
+) -> None:
+    """Run the Vulkan instances created after this in ``env`` (default: this process's
+    environment, which subprocesses inherit) on a simulated device: the profiles layer (its
+    manifest in ``layer_dir``) makes the device report profile ``profile_name`` of
+    ``profile_file`` (default: the file's only profile) and sits below the validation layer, so
+    that validation checks the program against the simulated limits and features.
+
+    The loader is told the order both ways: ``VK_INSTANCE_LAYERS`` lists the profiles layer last
+    (closest to the driver), and ``VK_ADD_LAYER_PATH`` names validation's manifest folder before
+    the profiles layer's, because Debian 12's loader (1.3.239) orders the layers by the folder
+    their manifests are found in, whatever ``VK_INSTANCE_LAYERS`` says. Use it with validation
+    on (``pytest --vk-validation``, or :func:`enable_validation`): the profiles layer enforces
+    nothing by itself. Its own notes (profile values the real device lacks) go to ``log``,
+    rewritten by each new VkInstance."""
+    env = os.environ if env is None else env
+    manifest = layer_dir / PROFILES_MANIFEST
+    if PROFILES_LAYER not in _layer_names(manifest):
+        raise FileNotFoundError(
+            f"no {PROFILES_LAYER} manifest in {layer_dir}: build the layer with "
+            "`bash scripts/build-profiles-layer.sh`, which prints its folder"
+        )
+    names = profile_names(profile_file)
+    if profile_name is None:
+        if len(names) != 1:
+            raise ValueError(f"{profile_file} defines {len(names)} profiles ({', '.join(names)}): name one")
+        profile_name = names[0]
+    elif profile_name not in names:
+        raise ValueError(f"{profile_file} defines no profile {profile_name!r}; it has {', '.join(names)}")
+    if env.get("VK_LAYER_PATH"):
+        raise ValueError(
+            "VK_LAYER_PATH is set, so the loader ignores VK_ADD_LAYER_PATH and the layer order it "
+            "sets: unset VK_LAYER_PATH"
+        )
+    validation = find_validation_layer(env)
+    if validation is None:
+        raise FileNotFoundError(
+            f"a device profile is checked by the validation layer ({LAYER}), which is not "
+            f"installed. {INSTALL_HINT}"
+        )
+    added = [p for p in env.get("VK_ADD_LAYER_PATH", "").split(os.pathsep) if p]
+    folders = [str(validation.parent), str(layer_dir), *added]
+    env["VK_ADD_LAYER_PATH"] = os.pathsep.join(dict.fromkeys(folders))
+    layers = [n for n in env.get("VK_INSTANCE_LAYERS", "").split(os.pathsep) if n and n != PROFILES_LAYER]
+    env["VK_INSTANCE_LAYERS"] = os.pathsep.join([*layers, PROFILES_LAYER])
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env.update(
+        {
+            "VK_KHRONOS_PROFILES_PROFILE_FILE": str(profile_file),
+            "VK_KHRONOS_PROFILES_PROFILE_NAME": profile_name,
+            "VK_KHRONOS_PROFILES_SIMULATE_CAPABILITIES": ",".join(PROFILE_SIMULATES),
+            # vk-adam enables no VK_KHR_portability_subset: an emulated one would make validation
+            # report VUID-VkDeviceCreateInfo-pProperties-04451.
+            "VK_KHRONOS_PROFILES_EMULATE_PORTABILITY": "false",
+            "VK_KHRONOS_PROFILES_DEBUG_ACTIONS": "DEBUG_ACTION_FILE_BIT",
+            "VK_KHRONOS_PROFILES_DEBUG_FILENAME": str(log),
+            "VK_KHRONOS_PROFILES_DEBUG_REPORTS": "DEBUG_REPORT_WARNING_BIT,DEBUG_REPORT_ERROR_BIT",
+        }
+    )
