@@ -56,7 +56,7 @@ def test_export_import_shares_memory_both_ways(two_devices):
     assert json.loads(json.dumps(meta)) == meta and "fd" not in meta
     assert meta["device_uuid"] == interop.device_uuid(a) == interop.device_uuid(b) != ""
     t2 = interop.import_memory(ext.fd, meta, manager=b)
-    assert ext.closed  # the import in this process took the fd: close() must not close it again
+    assert not ext.closed  # the import took a dup: the fd is still the ExternalMemory's
     ext.close()
     np.testing.assert_array_equal(_download(b, t2), values.reshape(-1))
     # Writes through either device reach the other, with no copy between them.
@@ -72,9 +72,9 @@ def test_fd_counts_stay_flat_over_a_thousand_export_import_cycles(two_devices):
     for i in range(1000):
         ext = interop.export_memory(t)
         if i % 2:
-            t2 = interop.import_memory(ext.fd, ext.metadata(), manager=b)  # takes the fd
-            t2.destroy()
-        ext.close()  # closes the fd the import did not take; a no-op where it did
+            t2 = interop.import_memory(ext.fd, ext.metadata(), manager=b)  # imports a dup
+            t2.destroy()  # the driver closes the dup with the memory
+        ext.close()  # the caller's fd, imported or not
     assert _fd_count() == before
 
 

@@ -5,14 +5,16 @@ on the same GPU) in this process or in another one.
 from vk_adam import interop
 t = interop.exportable_tensor(manager, array)     # a kp.Tensor whose memory can be shared
 ext = interop.export_memory(t)                    # ExternalMemory: an fd and its metadata
-t2 = interop.import_memory(ext.fd, ext.metadata(), manager=other)   # takes the fd on success
+t2 = interop.import_memory(ext.fd, ext.metadata(), manager=other)   # imports a dup of the fd
+ext.close()                                       # the fd stays the caller's to close
 ```
 
 Memory is exported as a dedicated allocation and an opaque fd (``VK_KHR_external_memory_fd``).
-An fd has one owner at a time: the ``ExternalMemory`` that made it until :meth:`close`, or the
-importing device once :func:`import_memory` succeeded (a failed import leaves it with the
-caller). Pass it to another process with ``subprocess.Popen(pass_fds=...)`` or
-``socket.send_fds`` and the JSON-able :meth:`ExternalMemory.metadata` beside it.
+:func:`import_memory` hands the driver a ``dup()`` of the fd: the caller's fd is the caller's
+whatever happens, on success and on failure. Pass it to another process with
+``subprocess.Popen(pass_fds=...)`` or ``socket.send_fds`` and the JSON-able
+:meth:`ExternalMemory.metadata` beside it. Memory another Vulkan application exported is
+described by :func:`foreign_metadata`.
 
 Both sides see the same bytes; ordering their reads and writes is the application's (for
 example: the writer waits for its step, then signals the reader). See docs/interop.md.
@@ -22,22 +24,37 @@ from __future__ import annotations
 
 import math
 import os
-import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._runtime import as_manager, is_kp_tensor
-from ._runtime import external as _ext
-from ._runtime.cuda_views import as_torch, to_cuda, to_vulkan
+from ._runtime import (
+    EXPORT_DTYPES,
+    Sharing,
+    UuidLike,
+    as_manager,
+    as_torch,
+    described_or_refuse,
+    element_count,
+    export_fd,
+    fd_identity,
+    host_dtype,
+    import_fd,
+    is_alive,
+    is_exportable,
+    is_kp_tensor,
+    normalise_uuid,
+    remember,
+    sharing,
+    to_cuda,
+    to_vulkan,
+    upload_and_wait,
+)
+from ._runtime import exportable_tensor as _exportable_tensor
 
 #: Bump when the metadata's fields change meaning.
 METADATA_VERSION = 1
-
-# Live ExternalMemory objects by fd number: an import in this process that takes one of their fds
-# marks it taken, so its close() does not close a number the driver now owns.
-_LIVE: weakref.WeakValueDictionary[int, ExternalMemory] = weakref.WeakValueDictionary()
 
 
 class ExternalMemory:
@@ -45,15 +62,14 @@ class ExternalMemory:
 
     ``fd``, ``size`` (bytes), ``offset`` (bytes into the allocation; 0: dedicated), ``dtype``,
     ``shape``, ``device_uuid`` (hex). :meth:`metadata` is the JSON-able description without the
-    fd; :meth:`close` closes the fd (the exported tensor is unaffected)."""
+    fd; :meth:`close` closes the fd (the exported tensor, and tensors imported from the fd, are
+    unaffected)."""
 
     __slots__ = (
-        "__weakref__",
         "_allocation_size",
         "_fd",
         "_identity",
         "_memory_type",
-        "_taken",
         "device_uuid",
         "driver_uuid",
         "dtype",
@@ -75,31 +91,28 @@ class ExternalMemory:
         memory_type: int,
     ) -> None:
         self._fd = fd
-        self._taken = False
-        self._identity = _ext.fd_identity(fd)
+        self._identity = fd_identity(fd)
         self.size, self.offset, self.dtype, self.shape = size, 0, dtype, shape
         self.device_uuid, self.driver_uuid = device_uuid, driver_uuid
         self._allocation_size, self._memory_type = allocation_size, memory_type
-        _LIVE[fd] = self
 
     @property
     def fd(self) -> int:
-        """The opaque fd (owned by this object until :meth:`close` or a successful import)."""
+        """The opaque fd, owned by this object until :meth:`close` (imports take a dup of it)."""
         if self._fd < 0:
             raise ValueError(
-                "this ExternalMemory is closed (or its fd was taken by an import); call "
-                "interop.export_memory(tensor) again for a new fd"
+                "this ExternalMemory is closed; call interop.export_memory(tensor) again for a new fd"
             )
         return self._fd
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` closed the fd."""
         return self._fd < 0
 
     def metadata(self) -> dict[str, Any]:
         """What :func:`import_memory` needs beside the fd, as plain JSON-able values."""
-        if self._fd < 0 and not self._taken:
-            self.fd  # noqa: B018 - raises the closed error
+        self.fd  # noqa: B018 - raises the closed error
         return {
             "version": METADATA_VERSION,
             "size": self.size,
@@ -116,8 +129,7 @@ class ExternalMemory:
     def close(self) -> None:
         """Close the fd (idempotent). Importers keep their own reference to the memory."""
         fd, self._fd = self._fd, -1
-        if fd >= 0 and not self._taken:
-            _LIVE.pop(fd, None)
+        if fd >= 0:
             os.close(fd)
 
     def __enter__(self) -> ExternalMemory:
@@ -137,8 +149,8 @@ class ExternalMemory:
         return f"ExternalMemory({state}, size={self.size}, dtype={self.dtype}, shape={self.shape})"
 
 
-def _sharing(manager: Any, need: str) -> _ext.Sharing:
-    info = _ext.sharing(manager)
+def _sharing(manager: Any, need: str) -> Sharing:
+    info = sharing(manager)
     if info is None:
         raise RuntimeError(
             "this kp build has no external memory (vk-adam's kp patch 0017); run "
@@ -160,14 +172,14 @@ def exportable_tensor(manager: Any, array: Any) -> Any:
     gradients of an optimizer included."""
     mgr = as_manager(manager)
     data = np.asarray(array)
-    if data.dtype.name not in _ext.EXPORT_DTYPES:
+    if data.dtype.name not in EXPORT_DTYPES:
         raise TypeError(f"exportable tensors hold float32, uint32 or int32 (got {data.dtype})")
     if data.size == 0:
         raise ValueError("an exportable tensor needs at least one element")
     info = _sharing(mgr, "fd_export")
-    tensor = _ext.exportable_tensor(mgr, data)
-    mgr.sequence().eval(_ext.kp_module().OpTensorSyncDevice([tensor]))
-    _ext.remember(tensor, tuple(int(n) for n in data.shape), info, mgr)
+    tensor = _exportable_tensor(mgr, data)
+    upload_and_wait(mgr, [tensor])
+    remember(tensor, tuple(int(n) for n in data.shape), info, mgr)
     return tensor
 
 
@@ -176,19 +188,19 @@ def export_memory(tensor: Any) -> ExternalMemory:
     buffers made with ``exportable=True``): a new fd each call, owned by the returned object."""
     if not is_kp_tensor(tensor):
         raise TypeError(f"export_memory takes a kp.Tensor (got {type(tensor).__name__})")
-    if not tensor.is_init():
+    if not is_alive(tensor):
         raise ValueError("this kp tensor was destroyed")
-    if not _ext.is_exportable(tensor):
+    if not is_exportable(tensor):
         raise ValueError(
             "this kp tensor's memory is not exportable: make it with interop.exportable_tensor("
             "manager, array), or the optimizer with exportable=True"
         )
-    dtype = str(tensor.data().dtype)  # the staging view's dtype: the tensor's own
-    shape, info, _manager = _ext.described_or_refuse(tensor, "export_memory")
-    fd, allocation_size, memory_type = _ext.export_fd(tensor)
+    dtype = str(host_dtype(tensor))  # the staging view's dtype: the tensor's own
+    shape, info, _manager = described_or_refuse(tensor, "export_memory")
+    fd, allocation_size, memory_type = export_fd(tensor)
     return ExternalMemory(
         fd,
-        size=4 * int(tensor.size()),
+        size=4 * element_count(tensor),
         dtype=dtype,
         shape=shape,
         device_uuid=info.device_uuid,
@@ -198,21 +210,42 @@ def export_memory(tensor: Any) -> ExternalMemory:
     )
 
 
+#: The fields :func:`import_memory` needs in its metadata (``offset``, 0, and ``driver_uuid`` may
+#: be left out). docs/interop.md says what each one holds.
+REQUIRED_FIELDS = (
+    "version",
+    "size",
+    "dtype",
+    "shape",
+    "device_uuid",
+    "allocation_size",
+    "memory_type_index",
+    "fd_identity",
+)
+
+#: VK_MAX_MEMORY_TYPES: a memory type index is below it.
+_MAX_MEMORY_TYPES = 32
+
+
 def _checked(metadata: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(metadata, Mapping):
         raise TypeError(
-            f"metadata must be the dict ExternalMemory.metadata() returned (got {type(metadata).__name__})"
+            "metadata must be a dict: ExternalMemory.metadata(), or interop.foreign_metadata(fd, ...) "
+            f"for memory another application exported (got {type(metadata).__name__})"
         )
-    need: tuple[str, ...] = ("version", "size", "dtype", "shape", "device_uuid", "allocation_size")
-    need += ("memory_type_index", "fd_identity")
-    missing = [k for k in need if k not in metadata]
+    missing = [k for k in REQUIRED_FIELDS if k not in metadata]
     if missing:
-        raise ValueError(f"metadata lacks {missing}: pass the dict ExternalMemory.metadata() returned")
+        raise ValueError(
+            f"metadata lacks {missing}: pass the dict ExternalMemory.metadata() returned or, for "
+            "memory another Vulkan application exported, build it with interop.foreign_metadata("
+            "fd, shape=..., allocation_size=..., memory_type_index=..., device_uuid=...) "
+            "(docs/interop.md says what each field holds)"
+        )
     if metadata["version"] != METADATA_VERSION:
         raise ValueError(f"metadata version {metadata['version']!r}; this vk-adam reads {METADATA_VERSION}")
     dtype = metadata["dtype"]
-    if dtype not in _ext.EXPORT_DTYPES:
-        raise ValueError(f"metadata dtype {dtype!r} is not one of {list(_ext.EXPORT_DTYPES)}")
+    if dtype not in EXPORT_DTYPES:
+        raise ValueError(f"metadata dtype {dtype!r} is not one of {list(EXPORT_DTYPES)}")
     shape = tuple(int(n) for n in metadata["shape"])
     size = int(metadata["size"])
     if any(n < 1 for n in shape) or size != 4 * math.prod(shape):
@@ -222,21 +255,98 @@ def _checked(metadata: Mapping[str, Any]) -> dict[str, Any]:
         )
     if int(metadata.get("offset", 0)) != 0:
         raise ValueError("metadata offset must be 0 (exports are dedicated allocations)")
-    if int(metadata["allocation_size"]) < size:
+    allocation_size = int(metadata["allocation_size"])
+    if allocation_size < size:
+        raise ValueError(f"metadata allocation_size {allocation_size} is smaller than its size {size}")
+    memory_type = int(metadata["memory_type_index"])
+    if not 0 <= memory_type < _MAX_MEMORY_TYPES:
         raise ValueError(
-            f"metadata allocation_size {metadata['allocation_size']} is smaller than its size {size}"
+            f"metadata memory_type_index {memory_type} is not a Vulkan memory type index (0 to "
+            f"{_MAX_MEMORY_TYPES - 1}): pass the exporter's VkMemoryAllocateInfo::memoryTypeIndex"
         )
-    return {**metadata, "shape": shape, "size": size}
+    identity = [int(n) for n in metadata["fd_identity"]]
+    if len(identity) != 2:
+        raise ValueError(
+            f"metadata fd_identity {metadata['fd_identity']!r} must be [st_dev, st_ino] of the fd "
+            "(os.fstat); interop.foreign_metadata(fd, ...) fills it in"
+        )
+    driver = metadata.get("driver_uuid")
+    return {
+        **metadata,
+        "shape": shape,
+        "size": size,
+        "allocation_size": allocation_size,
+        "memory_type_index": memory_type,
+        "fd_identity": identity,
+        "device_uuid": normalise_uuid(metadata["device_uuid"], "metadata device_uuid"),
+        "driver_uuid": normalise_uuid(driver, "metadata driver_uuid") if driver else None,
+    }
 
 
-def import_memory(fd: int, metadata: Mapping[str, Any], *, manager: Any) -> Any:
+def foreign_metadata(
+    fd: int,
+    *,
+    shape: int | Sequence[int],
+    allocation_size: int,
+    memory_type_index: int,
+    device_uuid: UuidLike,
+    driver_uuid: UuidLike | None = None,
+    dtype: str = "float32",
+) -> dict[str, Any]:
+    """The metadata :func:`import_memory` needs for memory another Vulkan application exported
+    (not through vk-adam), from the fd and the exporter's own facts. JSON-able, like
+    :meth:`ExternalMemory.metadata`, so it can travel to another process beside the fd.
+
+    - ``fd``: the opaque fd from ``vkGetMemoryFdKHR`` (``VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT``);
+      its ``[st_dev, st_ino]`` (``os.fstat``) becomes ``fd_identity``, which tells at import
+      that an fd is this memory.
+    - ``shape`` and ``dtype`` (float32, uint32 or int32): what the buffer holds. The exporter's
+      ``VkBufferCreateInfo::size`` must be exactly ``4 * prod(shape)`` bytes.
+    - ``allocation_size``: the exporter's ``VkMemoryAllocateInfo::allocationSize``, which for the
+      dedicated allocation an export must be equals the buffer's ``VkMemoryRequirements::size``.
+    - ``memory_type_index``: the exporter's ``VkMemoryAllocateInfo::memoryTypeIndex``.
+    - ``device_uuid`` and ``driver_uuid``: ``VkPhysicalDeviceIDProperties::deviceUUID`` and
+      ``driverUUID`` of the exporter's physical device, as 16 bytes (the ``uint8_t[16]`` array
+      itself) or hex text in any usual spelling; stored as 32 lower-case hex digits.
+      ``driver_uuid=None`` skips the driver check.
+
+    ValueError when the facts cannot describe an importable buffer; OSError when ``fd`` is not
+    open. The fd stays the caller's."""
+    dims = [int(shape)] if isinstance(shape, int) else [int(n) for n in shape]
+    meta: dict[str, Any] = {
+        "version": METADATA_VERSION,
+        "size": 4 * math.prod(dims),
+        "offset": 0,
+        "dtype": dtype,
+        "shape": dims,
+        "device_uuid": normalise_uuid(device_uuid, "device_uuid"),
+        "allocation_size": int(allocation_size),
+        "memory_type_index": int(memory_type_index),
+        "fd_identity": list(fd_identity(fd)),
+    }
+    if driver_uuid is not None:
+        meta["driver_uuid"] = normalise_uuid(driver_uuid, "driver_uuid")
+    _checked(meta)
+    return meta
+
+
+def import_memory(fd: int | ExternalMemory, metadata: Mapping[str, Any], *, manager: Any) -> Any:
     """A kp tensor on ``manager`` over memory another device exported (same GPU): reads and
-    writes reach the exporter's memory, no copy. Takes ownership of ``fd`` on success; on any
-    error nothing is imported and the fd stays the caller's.
+    writes reach the exporter's memory, no copy. ``metadata``: :meth:`ExternalMemory.metadata`,
+    or :func:`foreign_metadata` for memory another Vulkan application exported.
 
-    Refused with ValueError: an fd that is not the exported memory the metadata describes, a
-    size or dtype that does not match, memory of another GPU (both deviceUUIDs in the message),
-    a closed :class:`ExternalMemory`."""
+    The driver is handed a ``dup()`` of ``fd``: the caller's fd stays open and the caller's
+    whatever happens. After a success, close it when you no longer need it (the imported
+    tensor holds the memory); after a failure it is as it was, even on drivers that close the
+    fd they were given when an import fails.
+
+    Refused with ValueError before the driver sees anything: an fd that is not the memory the
+    metadata describes, a size or dtype that does not match, memory of another GPU or driver
+    (both UUIDs in the message; any usual UUID spelling compares equal), an ``allocation_size``
+    other than the buffer's ``VkMemoryRequirements::size`` on this device, a
+    ``memory_type_index`` the buffer cannot use, a closed :class:`ExternalMemory`.
+    RuntimeError when the driver refuses the import anyway: the message says what was checked
+    and what Vulkan cannot check (the memory types an opaque fd allows)."""
     if isinstance(fd, ExternalMemory):
         fd = fd.fd  # raises when closed
     if not isinstance(fd, int) or isinstance(fd, bool) or fd < 0:
@@ -249,47 +359,42 @@ def import_memory(fd: int, metadata: Mapping[str, Any], *, manager: Any) -> Any:
             f"the memory was exported by another GPU (deviceUUID {meta['device_uuid']}); this "
             f"manager's device is deviceUUID {info.device_uuid}. Import it on the same physical device"
         )
-    if meta.get("driver_uuid", info.driver_uuid) != info.driver_uuid:
+    if meta["driver_uuid"] is not None and meta["driver_uuid"] != info.driver_uuid:
         raise ValueError(
             f"the memory was exported by another driver (driverUUID {meta['driver_uuid']}); this "
-            f"device's driver is {info.driver_uuid}"
+            f"device's driver is driverUUID {info.driver_uuid}"
         )
     try:
-        identity = _ext.fd_identity(fd)
+        identity = fd_identity(fd)
     except OSError as exc:
         raise ValueError(f"fd {fd} is not open ({exc.strerror}); an ExternalMemory's fd was closed?") from exc
-    if list(identity) != [int(n) for n in meta["fd_identity"]]:
+    if list(identity) != meta["fd_identity"]:
         raise ValueError(
             f"fd {fd} is not the exported memory this metadata describes (another file); pass the "
             "fd that came with the metadata"
         )
     elements = meta["size"] // 4
-    tensor = _ext.import_fd(
-        mgr, fd, int(meta["allocation_size"]), int(meta["memory_type_index"]), elements, meta["dtype"]
-    )
-    # Success: the driver owns the fd now. An ExternalMemory of this process holding that number
-    # must not close it.
-    owner = _LIVE.pop(fd, None)
-    if owner is not None and owner._fd == fd:
-        owner._taken = True
-        owner._fd = -1
-    _ext.remember(tensor, meta["shape"], info, mgr)
+    tensor = import_fd(mgr, fd, meta["allocation_size"], meta["memory_type_index"], elements, meta["dtype"])
+    remember(tensor, meta["shape"], info, mgr)
     return tensor
 
 
 def device_uuid(manager: Any) -> str:
     """The deviceUUID (hex) of ``manager``'s physical device, '' where kp cannot tell."""
-    info = _ext.sharing(as_manager(manager))
+    info = sharing(as_manager(manager))
     return info.device_uuid if info else ""
 
 
 __all__ = [
     "METADATA_VERSION",
+    "REQUIRED_FIELDS",
     "ExternalMemory",
+    "UuidLike",
     "as_torch",
     "device_uuid",
     "export_memory",
     "exportable_tensor",
+    "foreign_metadata",
     "import_memory",
     "to_cuda",
     "to_vulkan",

@@ -18,14 +18,15 @@ import sys
 import numpy as np
 
 READER = r"""
-import json, sys
+import json, os, sys
 import numpy as np
 import kp
 from vk_adam import interop
 
 fd, meta = int(sys.argv[1]), json.loads(sys.argv[2])
 mgr = kp.Manager()                                  # this process's own VkDevice
-weights = interop.import_memory(fd, meta, manager=mgr)   # takes the fd
+weights = interop.import_memory(fd, meta, manager=mgr)   # imports a dup of the fd
+os.close(fd)                                        # ours to close: the import holds the memory
 seq = mgr.sequence()
 for line in sys.stdin:                              # one line per finished step
     seq.eval(kp.OpTensorSyncLocal([weights]))       # device memory -> this process's staging

@@ -21,6 +21,7 @@ from .devices import DEVICE_ENV, DeviceInfo, list_devices, select_device
 from .external import (
     EXPORT_DTYPES,
     Sharing,
+    UuidLike,
     copy_regions_op,
     described,
     described_or_refuse,
@@ -32,10 +33,12 @@ from .external import (
     import_host_array,
     import_host_range,
     is_exportable,
+    normalise_uuid,
     ownership_transfers,
     refuse_unwritten,
     remember,
     sharing,
+    upload_and_wait,
 )
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
 from .runtime import (
@@ -70,6 +73,7 @@ __all__ = [
     "SemaphoreBridge",
     "Sharing",
     "StockKpWarning",
+    "UuidLike",
     "as_manager",
     "as_torch",
     "bridge_for",
@@ -96,6 +100,7 @@ __all__ = [
     "is_kp_tensor",
     "kp_features",
     "list_devices",
+    "normalise_uuid",
     "open_device",
     "open_devices",
     "ownership_transfers",
@@ -107,4 +112,5 @@ __all__ = [
     "sharing",
     "to_cuda",
     "to_vulkan",
+    "upload_and_wait",
 ]

@@ -4,15 +4,20 @@ tensors, their opaque fds, and importing such an fd into another ``kp.Manager``.
 The only kp calls of ``vk_adam.interop`` live here. An opaque fd is dup'd by the OS when it
 crosses a process (``pass_fds``, ``socket.send_fds``) but keeps its open file description, so
 ``fd_identity`` (st_dev, st_ino) recorded at export tells, at import, whether an fd is the
-exported memory described by a metadata dict before any driver sees it.
+exported memory described by a metadata dict before any driver sees it. An import hands the
+driver a ``dup()`` of the caller's fd, never the fd itself (see :func:`import_fd`).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
+import uuid
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -21,6 +26,36 @@ from .devices import DeviceInfo
 
 #: kp tensor dtypes an exportable tensor may hold (4-byte words).
 EXPORT_DTYPES = ("float32", "uint32", "int32")
+
+#: A device or driver UUID as an application may hold it: 16 bytes (``bytes``, or an iterable of
+#: 16 ints such as Vulkan's ``uint8_t[VK_UUID_SIZE]``), or text in any usual spelling.
+UuidLike: TypeAlias = str | bytes | bytearray | memoryview | Iterable[int]
+
+
+def normalise_uuid(value: UuidLike, what: str = "UUID") -> str:
+    """``value`` as 32 lower-case hex digits, vk-adam's spelling of a deviceUUID or driverUUID.
+
+    Text may be upper or lower case, with or without dashes, braces or a ``urn:uuid:`` prefix
+    (``"6D657361-3232-2E33-2E36-000000000000"``, ``"{6d657361...}"``); bytes and int
+    sequences must hold 16 bytes. ValueError (naming ``what``) for anything else."""
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value.strip()).hex
+        except ValueError:
+            raise ValueError(
+                f"{what} {value!r} is not a UUID: give 32 hex digits (case, dashes and braces do "
+                "not matter) or 16 bytes"
+            ) from None
+    try:
+        raw = bytes(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} {value!r} is not a UUID: give 16 bytes (e.g. VkPhysicalDeviceIDProperties."
+            "deviceUUID) or 32 hex digits"
+        ) from None
+    if len(raw) != 16:
+        raise ValueError(f"{what} holds {len(raw)} bytes; a Vulkan UUID has 16 (VK_UUID_SIZE)")
+    return raw.hex()
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,15 @@ def exportable_tensor(manager: Any, data: np.ndarray) -> Any:
     return manager.tensor_exportable(np.ascontiguousarray(data).reshape(-1))
 
 
+def upload_and_wait(manager: Any, tensors: Sequence[Any]) -> None:
+    """Copy the tensors' staging memory into their device memory, and wait until it is there."""
+    sequence = manager.sequence()
+    try:
+        sequence.eval(kp_module().OpTensorSyncDevice(list(tensors)))
+    finally:
+        sequence.destroy()
+
+
 # id(tensor) -> (weakref to it, the shape it was made with (kp tensors are flat), its device, its
 # kp.Manager): what export_memory's metadata and the CUDA hand-over need of an exportable or
 # imported tensor made in this process.
@@ -149,11 +193,106 @@ def fd_identity(fd: int) -> tuple[int, int]:
     return int(st.st_dev), int(st.st_ino)
 
 
+# One import at a time in this process: between a failed import and the check of its dup, no
+# other import here can be handed the same fd number.
+_IMPORTING = threading.Lock()
+
+# kp's import refuses, before the driver, an allocation smaller than the buffer needs, and a
+# memory type the buffer cannot use; its messages (patch 0017) name what it found.
+_NEEDS = re.compile(r"smaller than this buffer needs \((\d+) bytes\)")
+_TYPE_REFUSED = "of the exported memory cannot back this buffer"
+
+
+class ImportRefused(ValueError):
+    """An opaque-fd import refused before the driver saw it; the fd was not touched."""
+
+
 def import_fd(
     manager: Any, fd: int, allocation_size: int, memory_type: int, elements: int, dtype: str
 ) -> Any:
-    """A device tensor over the exported memory; the driver owns ``fd`` once this returns."""
-    return manager.tensor_import_fd(fd, allocation_size, memory_type, elements, dtype)
+    """A device tensor of ``elements`` words over the memory behind the opaque ``fd``, imported
+    as a dedicated allocation of ``allocation_size`` bytes and memory type ``memory_type``.
+
+    Checked before the driver sees anything (:class:`ImportRefused`): ``allocation_size``
+    equals the buffer's ``VkMemoryRequirements::size`` (a dedicated import must give exactly
+    that), and ``memory_type`` is in its ``memoryTypeBits``.
+
+    The driver is handed a ``dup()`` of ``fd``, never ``fd`` itself: ``fd`` stays the caller's,
+    open, whatever happens. On success the driver owns the dup. On failure the dup is closed,
+    unless the driver closed it already (Mesa does, against the spec): it is closed only while
+    it is still the same file as ``fd``. RuntimeError (what was checked, what was not) when the
+    driver refuses the import."""
+    identity = fd_identity(fd)
+    with _IMPORTING:
+        mine = os.dup(fd)
+        try:
+            needed = _required_size(manager, mine, fd, memory_type, elements, dtype)
+            if needed is not None and allocation_size != needed:
+                raise ImportRefused(
+                    f"allocation_size {allocation_size} does not match the memory requirements of "
+                    f"a {4 * elements}-byte buffer on this device (VkMemoryRequirements::size: "
+                    f"{needed} bytes). A dedicated import must give exactly the exporter's "
+                    "VkMemoryAllocateInfo::allocationSize, which is that size. Checked before the "
+                    f"driver: this size, and that memory_type_index {memory_type} is one the "
+                    "buffer can use (VkMemoryRequirements::memoryTypeBits; Vulkan has no query of "
+                    f"the types an opaque fd allows). Your fd {fd} is still open, and yours"
+                )
+            return manager.tensor_import_fd(mine, allocation_size, memory_type, elements, dtype)
+        except ImportRefused:
+            os.close(mine)  # never handed to the driver
+            raise
+        except RuntimeError as exc:
+            _close_if_same(mine, identity)
+            raise RuntimeError(_driver_refused(str(exc), fd, allocation_size, memory_type, elements)) from exc
+        except BaseException:
+            _close_if_same(mine, identity)
+            raise
+
+
+def _required_size(
+    manager: Any, mine: int, fd: int, memory_type: int, elements: int, dtype: str
+) -> int | None:
+    """``VkMemoryRequirements::size`` of the buffer an import of ``elements`` words makes (kp has
+    no query: its import of 0 bytes is refused before the driver, naming it); ImportRefused when
+    ``memory_type`` cannot back the buffer; None when kp does not say."""
+    try:
+        tensor = manager.tensor_import_fd(mine, 0, memory_type, elements, dtype)
+    except RuntimeError as exc:
+        message = str(exc)
+        if _TYPE_REFUSED in message:
+            raise ImportRefused(
+                f"memory_type_index {memory_type} cannot back a {4 * elements}-byte storage buffer "
+                "on this device (it is not in the buffer's VkMemoryRequirements::memoryTypeBits). "
+                "Pass the exporter's own VkMemoryAllocateInfo::memoryTypeIndex (Vulkan has no "
+                "query of the types an opaque fd allows: vkGetMemoryFdPropertiesKHR does not take "
+                f"opaque fds). Checked before the driver; your fd {fd} is still open, and yours"
+            ) from None
+        found = _NEEDS.search(message)
+        return int(found.group(1)) if found else None
+    tensor.destroy()  # no kp build imports 0 bytes; were one to, nothing is kept
+    raise RuntimeError("kp imported an opaque fd of 0 bytes; this kp build is not vk-adam's")
+
+
+def _close_if_same(fd: int, identity: tuple[int, int]) -> None:
+    try:
+        still = fd_identity(fd) == identity
+    except OSError:  # the driver closed it, and nothing reused the number
+        return
+    if still:
+        os.close(fd)
+
+
+def _driver_refused(error: str, fd: int, allocation_size: int, memory_type: int, elements: int) -> str:
+    return (
+        f"the driver refused to import the opaque fd: {error}. Checked before: allocation_size "
+        f"{allocation_size} equals the memory requirements of this {4 * elements}-byte buffer, and "
+        f"memory type {memory_type} can back it. Not checkable: Vulkan has no query of the "
+        "memory types an opaque fd allows (vkGetMemoryFdPropertiesKHR does not take opaque fds), "
+        "so memory_type_index must be the exporter's own VkMemoryAllocateInfo::memoryTypeIndex; "
+        "the exporter's memory must be a dedicated allocation of a buffer like this one "
+        "(STORAGE_BUFFER | TRANSFER_SRC | TRANSFER_DST usage, exportable as an opaque fd) on the "
+        f"same physical device and driver (docs/interop.md). Your fd {fd} is still open, and yours"
+    )
 
 
 def import_host_range(manager: Any, address: int, nbytes: int, alignment: int) -> tuple[Any, int]:
@@ -259,7 +398,9 @@ def refuse_unwritten(tensor: Any, what: str) -> None:
 
 __all__ = [
     "EXPORT_DTYPES",
+    "ImportRefused",
     "Sharing",
+    "UuidLike",
     "copy_regions_op",
     "described",
     "described_or_refuse",
@@ -273,12 +414,14 @@ __all__ = [
     "import_host_range",
     "is_exportable",
     "kp_module",
+    "normalise_uuid",
     "ownership_transfer_op",
     "ownership_transfers",
     "refuse_unwritten",
     "remember",
     "sharing",
     "supported",
+    "upload_and_wait",
     "with_sharing",
     "written",
 ]
