@@ -56,6 +56,8 @@ if ! dpkg-query -W -f='${Status}' vulkan-validationlayers 2>/dev/null | grep -q 
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends vulkan-validationlayers >/dev/null
 fi
 LAYER_DIR="$(bash "$ROOT/scripts/build-profiles-layer.sh")" || exit 1
+# The stock kp that scripts/test.sh installs for the fallback tests, where it did.
+[ -n "${VK_ADAM_STOCK_KP:-}" ] || [ ! -d "$ROOT/.stock-kp" ] || export VK_ADAM_STOCK_KP="$ROOT/.stock-kp"
 [ -z "$junit" ] || mkdir -p "$junit"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
