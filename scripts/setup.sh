@@ -5,7 +5,8 @@
 #   3. kp 0.9.0 built offline from its hash-pinned PyPI sdist with vk-adam's patch series
 #      (kp-patches/, applied by scripts/build-kp.sh), cached as a wheel under
 #      ${VK_ADAM_CACHE:-~/.cache/vk-adam}, keyed by the patches' hash, so later runs do not rebuild it
-#   4. vk-adam itself (editable; its build hook compiles glsl/ to SPIR-V), with an optional extra.
+#   4. vk-adam itself (editable; its build hook compiles glsl/ to SPIR-V) with its `demo` extra
+#      (matplotlib, tqdm: `vk-adam demo` and `vk-adam bench`), and an optional further extra.
 # Usage: bash scripts/setup.sh [extra]      e.g. `bash scripts/setup.sh test`
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +50,6 @@ fi
 
 # --- 4. vk-adam (editable: the build hook compiles glsl/ to SPIR-V) ----------------------------
 pipq hatchling editables
-spec="."; [ $# -gt 0 ] && spec=".[$1]"
+spec=".[demo]"; [ $# -gt 0 ] && spec=".[demo,$1]"
 pipq --no-build-isolation -e "$spec"
 log "ready: $VENV"

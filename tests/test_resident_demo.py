@@ -1,5 +1,5 @@
-"""The GPU-resident fine-tune (examples/resident_training, run by `vk-adam demo`): its shaders
-against NumPy float64, and its loss curve against the host path and torch."""
+"""The GPU-resident fine-tune (`vk_adam._commands.demo.resident_example`, run by `vk-adam demo`):
+its shaders against NumPy float64, and its loss curve against the host path and torch."""
 
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ SOURCES = sorted((ROOT / "glsl").glob("*.comp"))
 RULE_SOURCES = [s for s in SOURCES if includes_harness(s, [ROOT / "glsl"])]
 #: Every SPIR-V stem a build of glsl/ writes.
 BUILT_STEMS = {s.stem for s in SOURCES} | {f"{s.stem}{SUBGROUP_SUFFIX}" for s in RULE_SOURCES}
+#: The resident demo's application: its driver, shaders and their SPIR-V ship in the wheel.
+RESIDENT_EXAMPLE = "vk_adam/_commands/demo/resident_example"
 
 
 def test_every_glsl_source_has_an_installed_spirv_newer_than_its_sources():
@@ -118,8 +120,8 @@ def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
         spv = {Path(n).stem for n in names if n.startswith("vk_adam/_spirv/") and n.endswith(".spv")}
         assert "vk_adam/py.typed" in names
         assert "vk_adam/include/vk_adam_rule.glsl" in names
-        # The resident demo's application rides along, compiled, so `vk-adam demo` runs from it.
-        example = {n for n in names if n.startswith("vk_adam/_examples/resident_training/")}
+        # The resident demo's application is in the package, compiled, so `vk-adam demo` runs.
+        example = {n for n in names if n.startswith(f"{RESIDENT_EXAMPLE}/")}
     assert spv == BUILT_STEMS
     assert {Path(n).name for n in example} >= {
         "train.py",
@@ -130,5 +132,6 @@ def test_sdist_carries_glsl_and_a_wheel_built_from_it_carries_spirv(tmp_path):
         "weight_grads.spv",
     }
     assert not any(
-        n.endswith(".spv") and not n.startswith(("vk_adam/_spirv/", "vk_adam/_examples/")) for n in names
+        n.endswith(".spv") and not n.startswith(("vk_adam/_spirv/", f"{RESIDENT_EXAMPLE}/spirv/"))
+        for n in names
     )

@@ -1,7 +1,7 @@
 """``vk-adam bench --cases train``: whole training steps of the demo's model (forward, backward,
 global-norm clipping, AdamW update), the GPU-resident Vulkan loop against torch.
 
-* **vk-adam resident**: ``examples/resident_training`` (the demo's loop): steps recorded back to
+* **vk-adam resident**: ``demo/resident_example`` (the demo's loop): steps recorded back to
   back, ``steps_per_submit`` per submission, one wait and one loss download per submission.
 * **update share**: the same number of ``record_step`` calls alone (clipping and AdamW, no
   forward or backward) in one submission, over the whole step's time.

@@ -2,18 +2,15 @@
 
 Forward, loss, backward and the update of every step run on the Vulkan device, many steps per
 submission; the host reads back only the losses (once per submission) and the final adapter.
-The shaders and their driver are an application, not part of the library: they live in the
-repository's ``examples/resident_training/`` (an example to copy; it uses kp directly, which
-only ``vk_adam._runtime`` may do inside the package), and this module loads its ``train.py`` by
-path. Its SPIR-V is compiled by the build (``build_shaders.py``), as the package's own is; a
-wheel carries a copy of the example as ``vk_adam/_examples/`` (``hatch_build.py``).
+The shaders and their driver are an application, not part of the library: the package
+``resident_example`` beside this module (an example to copy; it calls kp directly, as an
+application does). Its SPIR-V is compiled by the build (``build_shaders.py``), as the package's
+own is, and ships in the wheel with it.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -33,36 +30,13 @@ from .config import (
 from .model import fresh_run, make_dataset
 from .output import progress_bar
 
-_PACKAGE = Path(__file__).resolve().parents[2]  # vk_adam/
-#: The example in a checkout, else the copy a wheel carries (hatch_build.py puts it there).
-EXAMPLES = (
-    _PACKAGE.parent / "examples" / "resident_training" / "train.py",
-    _PACKAGE / "_examples" / "resident_training" / "train.py",
-)
-MODULE_NAME = "vk_adam_example_resident_training"
-
 
 def load_example() -> ModuleType:
-    """``examples/resident_training/train.py`` (of the checkout, or the wheel's copy), imported
-    by path (once)."""
-    if MODULE_NAME in sys.modules:
-        return sys.modules[MODULE_NAME]
-    example = next((path for path in EXAMPLES if path.exists()), None)
-    if example is None:
-        raise FileNotFoundError(
-            f"{EXAMPLES[0]} is missing, and this installation carries no copy: reinstall vk-adam "
-            "from its wheel (scripts/build-wheels.sh); `vk-adam demo --host` runs the host path"
-        )
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, example)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE_NAME] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[MODULE_NAME]
-        raise
-    return module
+    """The resident application's driver, ``resident_example/train.py``: the one place the demo
+    and the bench import it."""
+    from .resident_example import train
+
+    return train
 
 
 def submissions(start: int, stop: int, per_submit: int, checkpoint_every: int) -> list[tuple[int, int]]:

@@ -4,7 +4,7 @@ The model (``model``): ``layers`` residual blocks of frozen linear maps with ReL
 them, LoRA on each. The data: inputs ``x ~ N(0, I)`` and the outputs of the same network with a
 planted low-rank change ``dW = U V^T`` (rank ``rank // 2``) on every module, which the adapter
 must recover. By default the whole step runs on the device (``resident``: the shaders of
-``examples/resident_training``, many steps per submission); with ``--host`` forward and backward
+``resident_example``, many steps per submission); with ``--host`` forward and backward
 run in NumPy (float32) and only the update runs on Vulkan. Either way the optimizer step for all
 ``2 * layers * len(targets)`` LoRA tensors is one dispatch. ``--state-dtype`` (either path),
 ``--param-dtype`` (16-bit: the host path) and ``--stochastic-rounding`` pick the storage formats;

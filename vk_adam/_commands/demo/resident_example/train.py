@@ -174,7 +174,9 @@ class ResidentTrainer:
         keys = adapter.slices()  # PEFT key -> (offset, shape) in the flat buffers
 
         def lora(path: str, which: str) -> int:
-            return next(off for key, (off, _) in keys.items() if key.endswith(f"{path}.lora_{which}.weight"))
+            return int(
+                next(off for key, (off, _) in keys.items() if key.endswith(f"{path}.lora_{which}.weight"))
+            )
 
         # The module table (saved.glsl): where each module's A and B live, and its place in its block.
         modules = [(path, i == 0, i == len(b) - 1) for b in self.blocks for i, path in enumerate(b)]
