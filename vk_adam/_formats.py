@@ -218,7 +218,7 @@ def _mix32(value: Any) -> U32:
 
 
 def _mix32_scalar(x: int) -> int:
-    """``_mix32`` of one value in Python integers (a NumPy call costs ~10 us; this is per step)."""
+    """``_mix32`` of one value in Python integers (cheaper than a NumPy call; this runs every step)."""
     x &= 0xFFFFFFFF
     x ^= x >> 16
     x = (x * 0x7FEB352D) & 0xFFFFFFFF
