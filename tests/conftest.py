@@ -1,30 +1,116 @@
-"""Shared fixtures. Every test draws fresh random inputs; the seed is printed so a failure can
-be replayed with VK_ADAM_TEST_SEED=<seed>.
+"""Shared fixtures, and the suite's one seed.
+
+Every random draw of the suite comes from one session seed: ``$VK_ADAM_TEST_SEED`` (or
+``--vk-seed``), else a fresh one, printed in the session's header. Each test's seed is derived
+from it and the test's node id (vk-adam's pytest plugin: fixture ``vk_seed``), so a test
+replays alone: a failing test that drew random data prints the one command that replays it,
+``VK_ADAM_TEST_SEED=<seed> python -m pytest <node id>``. From that seed come the ``rng``
+fixture's NumPy generator, hypothesis (each ``@given`` test is seeded with it unless
+``--hypothesis-seed`` is given, and the example database is off, so the seed alone decides what
+runs), and the global generators of ``random``, NumPy's legacy ``np.random`` and torch (seeded
+before each test; torch is imported for that when it is installed). ``check_rule`` calls pass
+``seed=vk_seed``. A module-scoped fixture takes ``module_seed(request)``.
 
 The Vulkan fixtures (``kp_manager``: the process's shared device; ``vulkan_device``), Khronos
 validation (``--vk-validation``, which scripts/test.sh passes: a missing layer is an error, and a
 test fails if the layer reported anything while it ran) and the ``requires_gpu`` marker come
 from vk-adam's own pytest plugin (``vk_adam/pytest_plugin.py``), loaded through its entry point.
+Marker ``exclusive``: a test that needs the machine to itself (timings, memory or fd counts of
+the whole process or device, many processes or a thousand cycles); scripts/test.sh runs them
+alone, after the others ran in parallel.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
+import importlib.util
+import random
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+import sys
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis.internal.detection import is_hypothesis_test
+
+from vk_adam.pytest_plugin import derive_seed, seed_of, session_seed
+
+# No example database: what a hypothesis test runs depends on its seed alone (a failure found
+# in an earlier session is replayed from that session's seed, not from a local file).
+settings.register_profile("vk-adam", database=None)
+settings.load_profile("vk-adam")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "exclusive: needs the machine to itself (timings; memory, fd or device counts of the "
+        "process or device; many processes; a thousand cycles): scripts/test.sh runs these alone, "
+        "after the parallel run",
+    )
 
 
 @pytest.fixture
-def rng() -> np.random.Generator:
-    seed = int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(32))
-    print(f"random seed: {seed} (replay with VK_ADAM_TEST_SEED={seed})")
-    return np.random.default_rng(seed)
+def rng(vk_seed: int) -> np.random.Generator:
+    """A NumPy generator seeded with this test's seed."""
+    return np.random.default_rng(vk_seed)
+
+
+def module_seed(request: pytest.FixtureRequest) -> int:
+    """The seed of a module-scoped fixture: the session's seed and the module's node id."""
+    return derive_seed(session_seed(request.config), request.node.nodeid)
+
+
+def _torch() -> Any:
+    """torch, imported (so that a test importing it later still draws from its seed), or None."""
+    torch = sys.modules.get("torch")
+    if torch is None and importlib.util.find_spec("torch") is not None:
+        import torch
+    return torch
+
+
+def _global_states() -> tuple[object, ...]:
+    """The global generators' states (to see whether a test drew from them)."""
+    torch = _torch()
+    legacy = np.random.get_state(legacy=True)
+    states: tuple[object, ...] = (random.getstate(), legacy[1].tobytes(), legacy[2:])  # type: ignore[index]
+    if torch is not None:
+        states += (torch.random.get_rng_state().numpy().tobytes(),)
+    return states
+
+
+_GLOBAL_STATES = pytest.StashKey[tuple[object, ...]]()
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request: pytest.FixtureRequest) -> None:
+    """Seed the global generators and hypothesis with this test's seed."""
+    item = request.node
+    seed = seed_of(item, draws=False)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch = _torch()
+    if torch is not None:
+        torch.manual_seed(seed)
+    function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    if function is not None and is_hypothesis_test(function):
+        if request.config.getoption("hypothesis_seed", None) is None:
+            function._hypothesis_internal_use_seed = seed  # what hypothesis.seed(seed) sets
+            seed_of(item)  # hypothesis draws from it
+    item.stash[_GLOBAL_STATES] = _global_states()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A test that drew from a global generator drew from its seed (its failure names it)."""
+    try:
+        return (yield)
+    finally:
+        before = item.stash.get(_GLOBAL_STATES, None)
+        if before is not None and _global_states() != before:
+            seed_of(item)
 
 
 def scale_error(actual: np.ndarray, expected: np.ndarray) -> float:

@@ -14,6 +14,11 @@ pytest loads it by itself wherever vk-adam is installed (entry point ``vk_adam``
   fails, with the whole messages in its report. Ini ``vk_validation_ignore``: message-id
   prefixes to ignore, one a line.
 * marker ``requires_gpu``: skip the test when the session's device is a software one.
+* fixture ``vk_seed`` (function): this test's seed, derived from the session's seed
+  (``--vk-seed``, else ``$VK_ADAM_TEST_SEED``, else a fresh one, printed in the header) and the
+  test's node id, so one test replays alone; a failing test that drew from it reports the one
+  command that replays it. Option ``--vk-seeds=N``: a seed sweep, every test that drew from its
+  seed runs for the session seeds S .. S+N-1, and the summary lists the failures with their seeds.
 
 Loading it costs almost nothing: it imports neither kp nor NumPy and opens no device. The
 fixtures and the marker open the device when a test first needs one. Validation is switched on
@@ -26,12 +31,16 @@ message whole, one ``write()`` to a file opened ``O_APPEND``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import secrets
+import shlex
 import shutil
 import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -49,23 +58,32 @@ from ._validation import (
 )
 
 if TYPE_CHECKING:
-    from ._runtime.devices import DeviceInfo
+    from ._runtime import DeviceInfo
 
 __all__ = [
     "BENIGN",
     "INSTALL_HINT",
     "LAYER",
+    "SEED_ENV",
     "SETTINGS",
     "STATUS_MESSAGE",
+    "Seeds",
     "Validation",
+    "derive_seed",
     "enable_validation",
     "find_validation_layer",
     "kp_manager",
     "layer_search_path",
+    "seed_of",
+    "session_seed",
     "split_messages",
     "validation_messages",
+    "vk_seed",
     "vulkan_device",
 ]
+
+#: The environment variable that sets the session's seed (as ``--vk-seed`` does).
+SEED_ENV = "VK_ADAM_TEST_SEED"
 
 _ENV_NAMES = ("VK_INSTANCE_LAYERS", "VK_LAYER_SETTINGS_PATH", "KOMPUTE_VALIDATION_LOG")
 #: The most messages one report shows (each whole); a count of the rest follows.
@@ -91,6 +109,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="vk_validation",
         help="no Khronos validation, whatever the ini says",
     )
+    group.addoption(
+        "--vk-seed",
+        type=int,
+        default=None,
+        dest="vk_seed",
+        metavar="S",
+        help=f"the session's seed, from which each test's seed (fixture vk_seed) is derived with its "
+        f"node id (default: ${SEED_ENV}, else a fresh one, printed in the header)",
+    )
+    group.addoption(
+        "--vk-seeds",
+        type=int,
+        default=1,
+        dest="vk_seeds",
+        metavar="N",
+        help="a seed sweep: every test that drew from its seed runs once per session seed S .. S+N-1 "
+        "(S: the session's seed); the summary lists each failure with its seed",
+    )
+    group.addoption(
+        "--vk-seeds-report",
+        default=None,
+        dest="vk_seeds_report",
+        metavar="FILE",
+        help="write the seed sweep's counts (runs and failing seeds per test) to FILE as JSON",
+    )
     parser.addini(
         "vk_validation", "run under Khronos validation (as --vk-validation)", type="bool", default=False
     )
@@ -108,6 +151,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "requires_gpu: skip unless the session's Vulkan device is a hardware GPU (not lavapipe "
         "or another software device)",
     )
+    seeds = Seeds(config)
+    config.stash[_SEEDS] = seeds
+    config.pluginmanager.register(seeds, "vk_adam-seeds")
     wanted = config.getoption("vk_validation")
     if not (config.getini("vk_validation") if wanted is None else wanted):
         return
@@ -129,6 +175,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    seeds = config.stash.get(_SEEDS, None)
+    if seeds is not None:
+        del config.stash[_SEEDS]
+        config.pluginmanager.unregister(seeds)
     validation = config.stash.get(_VALIDATION, None)
     if validation is not None:
         del config.stash[_VALIDATION]
@@ -140,14 +190,14 @@ def _refuse_a_kp_instance_made_before_configure() -> None:
     """kp makes one VkInstance per process and keeps it; the loader reads the environment only
     when it is created. One made before now (a conftest.py or plugin that used kp at import) has
     no layer: drop it if nothing holds it, else say that validation cannot be enabled."""
-    from ._runtime import instance  # imports no kp: only one already imported matters
+    from ._runtime import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
 
-    version = instance.imported_kp_version()
+    version = imported_kp_version()  # imports no kp: only one already imported matters
     if version is None:
         return
-    if not instance.imported_kp_has_validation_log():
+    if not imported_kp_has_validation_log():
         raise pytest.UsageError(_NO_LOG.format(version=version))
-    if not instance.release_imported_instance():
+    if not release_imported_instance():
         raise pytest.UsageError(
             "--vk-validation could not be enabled: kp's VkInstance was created before "
             "pytest_configure (a conftest.py or plugin opened a Vulkan device at import) and a "
@@ -167,7 +217,7 @@ _NO_LOG = (
 def vulkan_device() -> DeviceInfo:
     """The Vulkan device of this session: ``$VK_ADAM_DEVICE`` if set, else the first hardware GPU,
     else a software device such as lavapipe."""
-    from ._runtime.devices import select_device
+    from ._runtime import select_device
 
     return select_device()
 
@@ -176,7 +226,7 @@ def vulkan_device() -> DeviceInfo:
 def kp_manager(request: pytest.FixtureRequest, vulkan_device: DeviceInfo) -> Iterator[Any]:
     """A ``kp.Manager`` on ``vulkan_device``: the one vk-adam's optimizers use in this process
     (``vk_adam.open_device().manager``). Free what you make on it (``tensor.destroy()``)."""
-    from ._runtime.shared import open_device
+    from ._runtime import open_device
 
     handle = open_device(vulkan_device.index)
     validation = request.config.stash.get(_VALIDATION, None)
@@ -190,6 +240,14 @@ def kp_manager(request: pytest.FixtureRequest, vulkan_device: DeviceInfo) -> Ite
     handle.close()
 
 
+@pytest.fixture
+def vk_seed(request: pytest.FixtureRequest) -> int:
+    """This test's seed (31 bits): derived from the session's seed and the test's node id, so
+    ``VK_ADAM_TEST_SEED=<session seed> pytest <node id>`` draws the same data alone as in the
+    whole session. Seed your generators from it (``numpy.random.default_rng(vk_seed)``)."""
+    return seed_of(request.node)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """``requires_gpu``: skip on a software device (the device is looked up only here)."""
@@ -197,7 +255,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if marker is None:
         return
     from ._errors import NoVulkanDeviceError
-    from ._runtime.devices import select_device
+    from ._runtime import select_device
 
     why = f" ({marker.kwargs['reason']})" if "reason" in marker.kwargs else ""
     try:
@@ -266,13 +324,13 @@ class Validation:
         """A kp imported during the session must be able to log (checked once)."""
         if self._kp_checked:
             return
-        from ._runtime import instance  # imports no kp
+        from ._runtime import imported_kp_has_validation_log, imported_kp_version
 
-        version = instance.imported_kp_version()
+        version = imported_kp_version()  # imports no kp
         if version is None:
             return
         self._kp_checked = True
-        if not instance.imported_kp_has_validation_log():
+        if not imported_kp_has_validation_log():
             pytest.exit(_NO_LOG.format(version=version), pytest.ExitCode.USAGE_ERROR)
 
     def _fail(self, messages: list[str], when: str) -> None:
@@ -333,8 +391,18 @@ class Validation:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.outside += self.take()
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # a pytest-xdist worker: its controller reports them
+            workeroutput[_OUTSIDE_KEY] = self.outside
+            return
         if self.outside and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """pytest-xdist's controller: a worker's messages outside any test (each worker has its
+        own log, made by its own ``pytest_configure``) count as this session's."""
+        self.outside += list(getattr(node, "workeroutput", {}).get(_OUTSIDE_KEY, []))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.outside:
@@ -343,4 +411,182 @@ class Validation:
 
 
 _VALIDATION = pytest.StashKey[Validation]()
+_OUTSIDE_KEY = "vk_adam_validation_outside"
+
+
+# -- seeds ------------------------------------------------------------------------------------------
+
+
+def derive_seed(session_seed: int, nodeid: str) -> int:
+    """A test's seed (31 bits): BLAKE2b of the session's seed and the test's node id. The same
+    pair gives the same seed in any session, whatever else runs, in any pytest-xdist worker."""
+    digest = hashlib.blake2b(f"{session_seed}:{nodeid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF
+
+
+def seed_of(item: pytest.Item, *, draws: bool = True) -> int:
+    """``item``'s seed for its current run (what the ``vk_seed`` fixture gives). ``draws``: the
+    test draws random data from it, so a failure reports the command that replays it and a seed
+    sweep (``--vk-seeds``) repeats it; a conftest that seeds a library on every test's behalf
+    passes ``draws=False`` and calls again with ``draws=True`` once it sees the test drew."""
+    if draws:
+        item.stash[_DRAWS] = True
+    session = item.stash.get(_RUN_SEED, None)
+    if session is None:
+        session = item.config.stash[_SEEDS].session
+    return derive_seed(session, item.nodeid)
+
+
+def session_seed(config: pytest.Config) -> int:
+    """The session's seed: ``--vk-seed``, else ``$VK_ADAM_TEST_SEED``, else a fresh one (in a
+    pytest-xdist worker, its controller's)."""
+    return config.stash[_SEEDS].session
+
+
+class Seeds:
+    """The session's seed, each test's seed derived from it, the replay command of a failing
+    test that drew from its seed, and the seed sweep (``--vk-seeds``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.session = self._session_seed(config)
+        self.runs = int(config.getoption("vk_seeds") or 1)
+        if self.runs < 1:
+            raise pytest.UsageError(f"--vk-seeds={self.runs}: give the number of seeds to run, at least 1")
+        self.report_path = config.getoption("vk_seeds_report")
+        # Per test that drew from its seed: the session seeds it ran with, and those it failed at.
+        self.ran: dict[str, list[int]] = {}
+        self.failed: dict[str, list[int]] = {}
+
+    @staticmethod
+    def _session_seed(config: pytest.Config) -> int:
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None and "vk_adam_seed" in workerinput:
+            return int(workerinput["vk_adam_seed"])  # a pytest-xdist worker: the controller's
+        given = config.getoption("vk_seed")
+        where = "--vk-seed"
+        if given is None and os.environ.get(SEED_ENV, "").strip():
+            text, where = os.environ[SEED_ENV].strip(), f"${SEED_ENV}"
+            try:
+                given = int(text)
+            except ValueError:
+                raise pytest.UsageError(
+                    f"{SEED_ENV}={text!r} is not a seed: set it to the non-negative integer a failing "
+                    "test's report names (or unset it for a fresh seed)"
+                ) from None
+        if given is None:
+            return secrets.randbits(32)
+        if given < 0:
+            raise pytest.UsageError(f"{where}={given}: a seed is a non-negative integer")
+        return int(given)
+
+    def replay_command(self, nodeid: str, session_seed: int) -> str:
+        """The one shell command that replays test ``nodeid`` with ``session_seed``."""
+        where = ""
+        if self.config.invocation_params.dir != self.config.rootpath:
+            where = f"cd {shlex.quote(str(self.config.rootpath))} && "
+        return f"{where}{SEED_ENV}={session_seed} python -m pytest {shlex.quote(nodeid)}"
+
+    def pytest_report_header(self) -> str:
+        how = f"{SEED_ENV}={self.session} python -m pytest NODEID"
+        sweep = f"; sweep of {self.runs} seeds: {self.session} .. {self.session + self.runs - 1}"
+        return f"vk-adam seed: {self.session} (replay a test: {how}){sweep if self.runs > 1 else ''}"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist's controller: every worker derives its tests' seeds from this session's."""
+        node.workerinput["vk_adam_seed"] = self.session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """The seed sweep: a test that drew from its seed runs again for each further seed."""
+        if self.runs == 1:
+            item.stash[_RUN_SEED] = self.session
+            return None
+        from _pytest.runner import runtestprotocol
+
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for run in range(self.runs):
+            item.stash[_RUN_SEED] = self.session + run
+            item.stash[_DRAWS] = False
+            after = _NextItem(item, nextitem, more=run < self.runs - 1)
+            runtestprotocol(item, nextitem=cast("pytest.Item", after), log=True)
+            if not after.again:
+                break
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if item.stash.get(_DRAWS, False):
+            session = item.stash.get(_RUN_SEED, self.session)
+            report.user_properties.append(("vk_adam_seed", session))
+            if report.failed:
+                report.sections.append(
+                    ("vk-adam seed", f"replay: {self.replay_command(item.nodeid, session)}")
+                )
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        seeds = [value for name, value in report.user_properties if name == "vk_adam_seed"]
+        if not seeds or not isinstance(seeds[-1], int):
+            return
+        seed = seeds[-1]
+        if report.when == "call" or (report.failed and report.when == "setup"):
+            self.ran.setdefault(report.nodeid, []).append(seed)
+        if report.failed:
+            failed = self.failed.setdefault(report.nodeid, [])
+            if seed not in failed:
+                failed.append(seed)
+
+    def pytest_sessionfinish(self) -> None:
+        if self.report_path and not hasattr(self.config, "workerinput"):
+            tests = {
+                nodeid: {"runs": len(ran), "failed_seeds": self.failed.get(nodeid, [])}
+                for nodeid, ran in sorted(self.ran.items())
+            }
+            seeds = [self.session, self.session + self.runs - 1]
+            Path(self.report_path).write_text(json.dumps({"session_seeds": seeds, "tests": tests}, indent=1))
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.failed and self.runs == 1:
+            return
+        terminalreporter.section("vk-adam seeds", sep="=", red=bool(self.failed))
+        if self.runs > 1:
+            runs = sum(len(r) for r in self.ran.values())
+            terminalreporter.line(
+                f"seed sweep over session seeds {self.session} .. {self.session + self.runs - 1}: "
+                f"{len(self.ran)} tests drew from their seed, {runs} runs, "
+                f"{sum(len(f) for f in self.failed.values())} failed"
+            )
+        for nodeid, failed in self.failed.items():
+            shown = ", ".join(map(str, failed[:20])) + (
+                f", ... ({len(failed)} in all)" if len(failed) > 20 else ""
+            )
+            terminalreporter.line(f"{nodeid} failed at session seed {shown}")
+            terminalreporter.line(f"  replay: {self.replay_command(nodeid, failed[0])}")
+
+
+class _NextItem:
+    """What a sweep's run tears down to, decided at its teardown: the test's own fixtures only
+    when it drew from its seed and runs again (its module's and session's stay up), else down to
+    the next test's, as a single run does. pytest asks only for its ``listchain()``."""
+
+    def __init__(self, item: pytest.Item, nextitem: pytest.Item | None, more: bool) -> None:
+        self.item, self.nextitem, self.more = item, nextitem, more
+        self.again = False
+
+    def listchain(self) -> list[Any]:
+        self.again = self.more and self.item.stash.get(_DRAWS, False) and not self.item.session.shouldstop
+        if self.again:
+            return self.item.listchain()[:-1]
+        return self.nextitem.listchain() if self.nextitem is not None else []
+
+
+_SEEDS = pytest.StashKey[Seeds]()
+_RUN_SEED = pytest.StashKey[int]()
+_DRAWS = pytest.StashKey[bool]()
 _BESIDE = pytest.StashKey[list[str]]()
