@@ -56,7 +56,7 @@ def measure(mgr: Any, example: Any, cfg: DemoConfig, rows: int, threads: int, st
             ns = ticks * float(mgr.get_device_properties().get("timestamp_period", 1.0))
             seq.destroy()
         finally:
-            trainer.destroy()
+            trainer.close()
     adapter.device_params = None
     per_step = np.median(ns, axis=0) / 1e6  # ms per op, median over the steps
     return {

@@ -100,7 +100,7 @@ def test_shaders_match_numpy_float64(rng, kp_manager, cfg, rows, threads):
             grads = trainer.gradients_for(1)
             loss = float(trainer.losses.data()[1])
         finally:
-            trainer.destroy()
+            trainer.close()
     ref = np.zeros(adapter.flat_grads.size)
     params = adapter.flat_params.astype(np.float64)
 
@@ -126,7 +126,7 @@ def test_a_step_is_two_dispatches_and_two_barriers(rng, kp_manager):
         trainer, opt, *_ = _trainer(example, kp_manager, rng, cfg)
         with opt:
             kinds = [type(op).__name__ for op in trainer.gradient_ops(0)]
-            trainer.destroy()
+            trainer.close()
         assert kinds == ["OpAlgoDispatch", "OpMemoryBarrier"] * 2
 
 
@@ -142,7 +142,7 @@ def test_repeated_runs_are_bit_identical(rng, kp_manager):
         with opt:
             losses = np.concatenate([trainer.run(a, b) for a, b in bounds])
             adapter.pull_params()
-            trainer.destroy()
+            trainer.close()
         adapter.device_params = None
         results.append((losses, adapter.flat_params.copy()))
     assert np.all(np.isfinite(results[0][0])) and results[0][0][-1] != results[0][0][0]

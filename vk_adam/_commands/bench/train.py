@@ -92,7 +92,7 @@ def bench_resident(device_index: int, software: bool, per_submit: int) -> dict[s
                 if r:
                     updates.append((time.perf_counter() - t0) / per_submit)
             rt.close()
-            trainer.destroy()
+            trainer.close()
         adapter.device_params = None
     finally:
         dev.close()

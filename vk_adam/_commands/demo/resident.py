@@ -108,7 +108,7 @@ def train_resident(
             info["train_seconds"] = time.perf_counter() - t0
             bar(None)
             adapter.pull_params()  # the final adapter: the only other download
-            trainer.destroy()
+            trainer.close()
         adapter.device_params = None  # the weights are on the host now; the device may go
     finally:
         dev.close()

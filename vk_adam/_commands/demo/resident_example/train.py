@@ -283,7 +283,8 @@ class ResidentTrainer:
         self.seq.eval()
         return np.array(self.grads.data(), dtype=np.float32)
 
-    def destroy(self) -> None:
+    def close(self) -> None:
+        """Free the trainer's kp objects (its sequence, pipelines and tensors)."""
         for obj in (self.seq, self.forward_backward, self.weight_grads):
             obj.destroy()
         for tensor in (self.frozen, self.table, self.xs, self.ys, self.saved, self.losses):
