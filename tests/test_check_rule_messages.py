@@ -30,7 +30,7 @@ import pytest
 
 from vk_adam import ShaderVariant, StateBuffer, UpdateRule
 from vk_adam.shaderc import compile_shaders
-from vk_adam.testing import FORMAT_CASES, RuleConformanceError, check_rule
+from vk_adam.testing import DEFAULT_SEED, FORMAT_CASES, RuleConformanceError, check_rule
 
 SEED = 20240611
 INT8_CASES = [case for case in FORMAT_CASES if case[2] == "int8-blockwise"]
@@ -245,7 +245,10 @@ def test_a_wrong_reference_still_reports_elements_beyond_rtol(spirv):
     print(message)
     assert re.fullmatch(
         r"rule 'centered_rmsprop': param differs from the reference at step 1 \(n=7, hyper=\{\}\): "
-        r"7 of 7 elements beyond rtol=2e-06, worst \d\.\d{3}e[-+]\d+",
+        r"7 of 7 elements beyond rtol=2e-06, worst \d\.\d{3}e[-+]\d+\n"
+        rf"seed {SEED}, variant 'centered', format: float32 everything\.\n"
+        r"replay this check alone: check_rule\(rule, hyper=\[\{\}\], sizes=\(7,\), steps=1, formats=\[\], "
+        rf"seed={SEED}\)  \(rule: the UpdateRule 'centered_rmsprop'\)",
         message,
     ), message
 
@@ -319,6 +322,87 @@ def test_invalid_rule_error_is_public():
     rule = dataclasses.replace(_ema_rule(Path("unused.spv")), name="not an identifier")
     with pytest.raises(vk_adam.InvalidRuleError, match="must be a non-empty identifier"):
         check_rule(rule)
+
+
+# -- reproducible to the seed ------------------------------------------------------------------
+
+
+def _replayed(rule: UpdateRule, call: str) -> str:
+    """The message of the failure that ``call`` (a failure's replay line) raises."""
+    with pytest.raises(RuleConformanceError) as err:
+        eval(call, {"check_rule": check_rule, "rule": rule})
+    return str(err.value)
+
+
+def test_the_planted_failure_is_the_same_twice_and_its_replay_call_reproduces_it(spirv):
+    """The unclamped sqrt(E[g^2] - E[g]^2) under check_rule's defaults: the same failure, seed and
+    message on every run (before, the inputs came from a fresh seed and the failure came and
+    went), and the message's last line is a call that replays that one check alone."""
+    rule = centered_rmsprop(spirv["centered_rmsprop"])
+    errors = []
+    for _ in range(2):
+        with pytest.raises(RuleConformanceError) as err:
+            check_rule(rule)
+        errors.append(err.value)
+    first, second = errors
+    message = str(first)
+    print(message)
+    assert str(second) == message
+    assert first.seed == second.seed == DEFAULT_SEED
+    assert re.match(r"rule 'centered_rmsprop': param is not finite at step \d+ \(param ", message), message
+    assert first.format is not None and first.format[2] == "int8-blockwise"
+    found = re.search(
+        rf"\nseed {DEFAULT_SEED}, variant 'centered', format: param (\w+), state int8-blockwise, "
+        r"stochastic_rounding=(True|False)\.\nreplay this check alone: (check_rule\(rule, .*\))  "
+        r"\(rule: the UpdateRule 'centered_rmsprop'\)$",
+        message,
+    )
+    assert found, message
+    assert found[3] == first.replay
+    assert found[3] == (
+        f"check_rule(rule, hyper=[{{}}], sizes=(), steps={first.step}, formats=[{first.format!r}], "
+        f"seed={DEFAULT_SEED})"
+    )
+    assert _replayed(rule, first.replay) == message
+
+
+def test_a_sweep_names_the_seed_that_failed_and_its_replay_reproduces_it(spirv):
+    """A sweep over seeds (as a plugin's CI runs one) stops at the first seed that fails; the
+    replay of a float32 check names its size."""
+    rule = centered_rmsprop(spirv["centered_rmsprop"])
+    with pytest.raises(RuleConformanceError) as err:
+        check_rule(rule, hyper=[{}], sizes=(7,), steps=40, formats=INT8_CASES[:1], seed=range(5, 50))
+    message = str(err.value)
+    assert err.value.seed is not None and 5 <= err.value.seed < 50
+    assert f"seed={err.value.seed})" in message and f"\nseed {err.value.seed}, variant 'centered'" in message
+    assert _replayed(rule, err.value.replay) == message
+    # A seed before it passed: the sweep ran in order.
+    if err.value.seed > 5:
+        check_rule(
+            rule, hyper=[{}], sizes=(7,), steps=40, formats=INT8_CASES[:1], seed=range(5, err.value.seed)
+        )
+    with pytest.raises(RuleConformanceError) as plain:  # a float32 failure's replay: its size, no format
+        check_rule(rule, hyper=[{"alpha": 0.0, "eps": 0.0}], sizes=(1, 7), steps=1, formats=[], seed=[3])
+    assert (
+        plain.value.replay
+        == "check_rule(rule, hyper=[{'alpha': 0.0, 'eps': 0.0}], sizes=(1,), steps=1, formats=[], seed=3)"
+    )
+    assert _replayed(rule, plain.value.replay) == str(plain.value)
+
+
+def test_same_seed_same_report_and_bad_seeds_are_refused(spirv):
+    rule = centered_rmsprop(spirv["centered_rmsprop_clamped"], clamp=True)
+    reports = [
+        check_rule(rule, hyper=[{}], sizes=(7, 256), formats=INT8_CASES[:1], seed=11) for _ in range(2)
+    ]
+    assert reports[0] == reports[1] and reports[0].seeds == (11,)
+    other = check_rule(rule, hyper=[{}], sizes=(7, 256), formats=INT8_CASES[:1], seed=12)
+    assert other.worst_error != reports[0].worst_error  # other inputs
+    assert check_rule(rule, hyper=[{}], sizes=(7,), formats=[], seed=range(3)).seeds == (0, 1, 2)
+    assert len(check_rule(rule, hyper=[{}], sizes=(7,), formats=[], seed=None).seeds) == 1
+    for bad in (-1, 1.5, True, [], ["3"]):
+        with pytest.raises(ValueError, match="seed"):
+            check_rule(rule, hyper=[{}], sizes=(7,), formats=[], seed=bad)
 
 
 # -- the counting itself -----------------------------------------------------------------------

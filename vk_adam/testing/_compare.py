@@ -14,7 +14,21 @@ from .. import _formats as fmt
 
 
 class RuleConformanceError(AssertionError):
-    """The rule's shader and its reference disagree (or its declaration is invalid)."""
+    """The rule's shader and its reference disagree (or its declaration is invalid).
+
+    A failed check says how to replay it, in its message and as attributes: ``seed`` (of the
+    check's random inputs), ``variant`` (the shader variant), ``format`` ((param dtype,
+    stochastic rounding, state dtype)), ``step`` and ``replay``, the one ``check_rule`` call
+    that runs that check alone (``rule`` in it is the rule you checked). They are None for an
+    error in the rule's declaration."""
+
+    def __init__(self, message: str, *, step: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.seed: int | None = None
+        self.variant: str | None = None
+        self.format: tuple[str, bool, str] | None = None
+        self.replay: str | None = None
 
 
 #: Added to a non-finite failure under a storage format other than float32 everything.

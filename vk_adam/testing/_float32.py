@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .._optim.optimizer import Optimizer
-from .._rules.rule import UpdateRule
+from .._optim import Optimizer
+from .._rules import UpdateRule
 from ._compare import FLOAT32_NONFINITE_HINT, RuleConformanceError, check_close, nonfinite_detail
 
 
@@ -79,14 +79,17 @@ def check_float32(
                     buffer = "param" if what == "param" else f"state {what!r}"
                     raise RuleConformanceError(
                         f"rule {rule.name!r}: {buffer} is not finite at step {step} (param float32, "
-                        f"state float32, n={n}, hyper={dict(overrides)}): {detail}. " + FLOAT32_NONFINITE_HINT
+                        f"state float32, n={n}, hyper={dict(overrides)}): {detail}. "
+                        + FLOAT32_NONFINITE_HINT,
+                        step=step,
                     )
             for what, got, want, before in pairs:
                 differs, agreeing = check_close(got, want, before, rtol, limit)
                 if differs is not None:
                     raise RuleConformanceError(
                         f"rule {rule.name!r}: {what} differs from the reference at step {step} "
-                        f"{where}: {differs}"
+                        f"{where}: {differs}",
+                        step=step,
                     )
                 worst = max(worst, agreeing)
     return worst

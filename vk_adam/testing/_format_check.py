@@ -9,10 +9,8 @@ from typing import Any
 import numpy as np
 
 from .. import _formats as fmt
-from .._optim.emulation import FormatReference
-from .._optim.optimizer import Optimizer
-from .._optim.storage import group_format, is_signed
-from .._rules.rule import UpdateRule
+from .._optim import FormatReference, Optimizer, group_format, is_signed
+from .._rules import UpdateRule
 from ._compare import (
     COMPRESSED_NONFINITE_HINT,
     FLOAT32_NONFINITE_HINT,
@@ -104,7 +102,8 @@ class FormatCheck:
     def _fail(self, what: str, detail: str, step: int) -> RuleConformanceError:
         return RuleConformanceError(
             f"rule {self.rule.name!r}: {what} differs from the format reference at step {step} "
-            f"{self.label}: {detail}"
+            f"{self.label}: {detail}",
+            step=step,
         )
 
     def _check_finite(
@@ -127,7 +126,8 @@ class FormatCheck:
                 buffer = what if what in ("param", "master_param") else f"state {what!r}"
                 raise RuleConformanceError(
                     f"rule {self.rule.name!r}: {buffer} is not finite at step {step} {self.label}: "
-                    f"{detail}. {self._hint()}"
+                    f"{detail}. {self._hint()}",
+                    step=step,
                 )
 
     def _check_buffer(
