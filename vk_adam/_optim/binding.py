@@ -18,6 +18,7 @@ from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper
 from .storage import uint_spec
 from .variants import LoopShape, update_launch
+from .windows import ABSMAX, FP32, Chunk, param_bytes, state_bytes, window
 
 
 class DeviceGroups(Protocol):
@@ -44,18 +45,34 @@ class DeviceGroups(Protocol):
 MAX_PIPELINES_PER_SET = 8
 
 
-def gradient_prepass(dev: DeviceGroups, grad: Any, bset: BufferSet) -> tuple[Any, Any]:
-    """The pipeline and dispatch op of the pass over a buffer set's gradients before its update,
-    or (None, None): clipping's pass 1 (it also flags non-finite gradients), else
-    ``skip_nonfinite``'s check."""
+def gradient_prepass(
+    dev: DeviceGroups, grad: Any, bset: BufferSet, chunk: Chunk, slot: int
+) -> tuple[Any, Any]:
+    """The pipeline and dispatch op of the pass over one chunk of a buffer set's gradients
+    before its update (``slot``: the chunk's among the optimizer's), or (None, None): clipping's
+    pass 1 (it also flags non-finite gradients), else ``skip_nonfinite``'s check."""
     grad_format = fmt.PARAM_FORMAT[bset.format.param]
+    windows = _windows(dev, [(grad, param_bytes(bset.format)), (None, None)], bset, chunk)
     if dev.clipper is not None:
-        return dev.clipper.sumsq_pipeline(grad, bset.n, bset.index, grad_format)
+        return dev.clipper.sumsq_pipeline(grad, chunk.count, slot, grad_format, windows=windows)
     if not dev.skip_nonfinite:
         return None, None
     shader = dev.builder.shader("nonfinite_check")
-    check = dev.rt.pipeline([grad, dev.status], shader, bset.n, uint_spec(grad_format), 1)
-    return check, dev.rt.dispatch_op(check, np.array([bset.n], np.uint32).view(np.float32))
+    spec = uint_spec(grad_format)
+    check = dev.rt.pipeline([grad, dev.status], shader, chunk.count, spec, 1, windows=windows)
+    return check, dev.rt.dispatch_op(check, np.array([chunk.count], np.uint32).view(np.float32))
+
+
+def _windows(
+    dev: DeviceGroups, bindings: list[tuple[Any, tuple[int, int] | None]], bset: BufferSet, chunk: Chunk
+) -> list[tuple[int, int]] | None:
+    """Each binding's byte window for ``chunk`` (``bindings``: (buffer, bytes per element), or
+    None for a buffer bound whole); None when the set is one chunk (every buffer bound whole)."""
+    if len(bset.chunks) == 1:
+        return None
+    return [
+        (0, 0) if per is None else window(dev.rt.buffer_bytes(buffer), per, chunk) for buffer, per in bindings
+    ]
 
 
 def bind_pipelines(
@@ -67,8 +84,9 @@ def bind_pipelines(
     param: Any = None,
     n: int = 0,
 ) -> None:
-    """Make the pipelines bound to this grad buffer current (kp binds buffers at creation);
-    ``param``: another param tensor of ``n`` elements than the set's own (``host_memory``).
+    """Make the pipelines bound to this grad buffer current (kp binds buffers at creation):
+    one update pipeline (and pre-pass) per chunk of the set (``windows``); ``param``: another
+    param tensor of ``n`` elements than the set's own (``host_memory``; sets of one chunk).
 
     Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
     is destroyed only when no submitted step still uses it (drained first) and no
@@ -84,31 +102,59 @@ def bind_pipelines(
         if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
             check_room(bset, grad)
             _evict(dev, bset)
-        states = [bset.state[s.name] for s in group.variant.state]
-        tensors = [param, grad, dev.status, *states]
-        spec = group.spec
-        spirv, items = str(group.variant.spirv), -(-n // 4)  # a vec4 each
-        max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
-        if dev.builder.has_formats(group.variant):
-            absmax = [bset.absmax.get(s.name, dev.unused) for s in group.variant.state]
-            tensors += [*absmax, bset.master or dev.unused, dev.qtable]
-            padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-            b = dev.builder
-            launch = update_launch(dev.shape, spirv, bset.format, n, b.has_shader, b.spec_ids)
-            spirv, items = launch.spirv, launch.items
-            max_groups, threads = launch.max_groups, launch.threads
-            spec = (*spec, *padding, *launch.spec)
-        bset.spirv, bset.spec = spirv, tuple(spec)
-        shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
-        update = dev.rt.pipeline(tensors, shader, items, spec, push, max_groups=max_groups, threads=threads)
-        cached = (grad, update, *gradient_prepass(dev, grad, bset))
+        spans = bset.chunks if n == bset.n else [Chunk(0, n)]
+        updates, checks, check_ops = [], [], []
+        for i, chunk in enumerate(spans):
+            updates.append(_update_pipeline(dev, group, bset, param, grad, chunk))
+            check, op = gradient_prepass(dev, grad, bset, chunk, bset.slot + i)
+            checks.append(check)
+            check_ops.append(op)
+        cached = (grad, updates, checks, check_ops)
         bset.pipelines[key] = cached
     if recording:
         bset.recorded.add(key)
     if bset.bound_grad is not grad or bset.bound_param is not param:
         dev.forget_barriers()
-    _, bset.update_algo, bset.check_algo, bset.check_op = cached
+    _, bset.update_algos, _, bset.check_ops = cached
     bset.bound_grad, bset.bound_param = grad, param
+
+
+def _update_pipeline(
+    dev: DeviceGroups, group: Group, bset: BufferSet, param: Any, grad: Any, chunk: Chunk
+) -> Any:
+    """The update pipeline of one chunk of a buffer set, with ``param`` and ``grad`` bound."""
+    states = [bset.state[s.name] for s in group.variant.state]
+    tensors = [param, grad, dev.status, *states]
+    per_param = param_bytes(bset.format)
+    bindings: list[tuple[Any, tuple[int, int] | None]] = [
+        (param, per_param),
+        (grad, per_param),
+        (dev.status, None),
+    ]
+    bindings += list(zip(states, state_bytes(bset.format) or [FP32] * len(states), strict=True))
+    spec = group.spec
+    spirv, items = str(group.variant.spirv), -(-chunk.count // 4)  # a vec4 each
+    max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
+    if dev.builder.has_formats(group.variant):
+        absmax = [bset.absmax.get(s.name) for s in group.variant.state]
+        tensors += [*(a or dev.unused for a in absmax), bset.master or dev.unused, dev.qtable]
+        bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
+        bindings += [
+            (bset.master, FP32) if bset.master is not None else (dev.unused, None),
+            (dev.qtable, None),
+        ]
+        padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
+        b = dev.builder
+        launch = update_launch(dev.shape, spirv, bset.format, chunk.count, b.has_shader, b.spec_ids)
+        spirv, items = launch.spirv, launch.items
+        max_groups, threads = launch.max_groups, launch.threads
+        spec = (*spec, *padding, *launch.spec)
+    bset.spirv, bset.spec = spirv, tuple(spec)
+    shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
+    windows = _windows(dev, bindings, bset, chunk)
+    return dev.rt.pipeline(
+        tensors, shader, items, spec, push, max_groups=max_groups, threads=threads, windows=windows
+    )
 
 
 def check_room(bset: BufferSet, grad: Any) -> None:
@@ -130,7 +176,7 @@ def _evict(dev: DeviceGroups, bset: BufferSet) -> None:
     evictable = [k for k in bset.pipelines if k not in bset.recorded]
     dev.drain()
     for k in evictable:
-        _grad, *algos, _op = bset.pipelines.pop(k)
-        for algo in algos:
+        _grad, updates, checks, _ops = bset.pipelines.pop(k)
+        for algo in [*updates, *checks]:
             if algo is not None:
                 dev.rt.destroy_pipeline(algo)

@@ -16,10 +16,11 @@ import numpy.typing as npt
 from .. import _formats as fmt
 from .._errors import ShaderMissingError
 from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
-from .._runtime import MAX_ELEMENTS, Runtime, element_count, host_view, is_kp_tensor
+from .._runtime import Runtime, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat
 from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
+from .windows import Chunk, chunks
 
 F32 = npt.NDArray[np.float32]
 
@@ -37,9 +38,15 @@ class BufferSet:
     window: Window | None = None  # a slice of a larger buffer set (storage.Window)
     absmax: dict[str, Any] = field(default_factory=dict)  # per 8-bit state buffer
     master: Any = None  # fp32 master copy of 16-bit params
-    update_algo: Any = None
-    check_algo: Any = None
-    check_op: Any = None  # the pre-pass dispatch (non-finite check or clipping pass 1): constant
+    # The elements each dispatch updates: one chunk, unless the set is larger than one binding
+    # may span on this device (windows.py); ``slot``: the set's first chunk among all of the
+    # optimizer's (clipping's partial sums), set by the device side.
+    chunks: list[Chunk] = field(default_factory=list)
+    slot: int = 0
+    update_algos: list[Any] = field(default_factory=list)  # one per chunk
+    check_ops: list[Any] = field(
+        default_factory=list
+    )  # pre-pass dispatches (non-finite check or clipping pass 1): constant
     bound_grad: Any = None  # the grad tensor the current algorithms are bound to
     bound_param: Any = None  # and the param tensor: ``param``, or a host array's import
     spirv: str = ""  # the update shader the newest pipeline runs (a name or path; variants.py)
@@ -49,9 +56,9 @@ class BufferSet:
     pipelines: dict[Any, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # keys of pipelines a record_step used: never evicted
     recorded: set[Any] = field(default_factory=set)
-    # The push-constant words of the next dispatch, refilled each step: kp copies them when the
-    # dispatch op is made, so one array per buffer set serves every step.
-    push: F32 | None = None
+    # The push-constant words of each chunk's next dispatch, refilled each step: kp copies them
+    # when the dispatch op is made, so one array per chunk serves every step.
+    pushes: list[F32] = field(default_factory=list)
     push_rng: bool = False  # the push constants end with the stochastic-rounding key
 
 
@@ -99,7 +106,7 @@ class GroupBuilder:
             group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
             quantized = self.storage.state_dtype == "int8-blockwise"
             # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
-            group.slots, total = plan_flat(params, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+            group.slots, total = plan_flat(params, max_elements(), fmt.BLOCK if quantized else None)
             form = self._format(variant, group.param_dtype, window.total if window else total)
             flat = np.zeros(total, np.float32)
             gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
@@ -111,6 +118,7 @@ class GroupBuilder:
                 self._next_index(),
                 form,
                 window=window,
+                chunks=self._chunks(total),
             )
             self._new_state(variant, bset)
             if form.has_master:
@@ -121,14 +129,16 @@ class GroupBuilder:
         else:
             for index, p in enumerate(params):
                 n = element_count(p)
-                if n > MAX_ELEMENTS:
-                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                if n > max_elements():
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {max_elements()}")
                 if self.rt.has_host_copy(p) and host_view(p).dtype != np.float32:
                     raise TypeError(f"kp tensor param {index} is {host_view(p).dtype}; vk-adam needs float32")
                 grad = self._buffer(np.zeros(n, np.float32))
                 group.slots.append(ParamSlot(index, 0, n, (n,), None))
                 form = self._format(variant, "float32", window.total if window else n)
-                bset = BufferSet(p, grad, {}, n, self._next_index(), form, window=window)
+                bset = BufferSet(
+                    p, grad, {}, n, self._next_index(), form, window=window, chunks=self._chunks(n)
+                )
                 self._new_state(variant, bset)
                 group.sets.append(bset)
         return group
@@ -136,6 +146,10 @@ class GroupBuilder:
     def _buffer(self, data: npt.NDArray[Any]) -> Any:
         """A buffer of a buffer set: exportable when the optimizer was made ``exportable``."""
         return self.rt.buffer(data, exportable=self.storage.exportable)
+
+    def _chunks(self, n: int) -> list[Chunk]:
+        """The dispatches of an ``n``-element buffer set: its bindings within the device's limits."""
+        return chunks(n, self.rt.max_binding_bytes, self.rt.binding_alignment)
 
     def _next_index(self) -> int:
         self._sets += 1

@@ -2,8 +2,9 @@
 
 Two passes, before the update dispatches of a step:
 
-1. ``grad_sumsq.comp``, one dispatch per buffer set: each workgroup writes the sum of squares
-   of its share of the gradients to ``partials[PARTIALS_PER_SET * set + workgroup]``;
+1. ``grad_sumsq.comp``, one dispatch per buffer set (per chunk of a set larger than one binding
+   may span, ``windows.py``): each workgroup writes the sum of squares of its share of the
+   gradients to ``partials[PARTIALS_PER_SET * slot + workgroup]``;
 2. ``grad_clip_scale.comp``, one workgroup: sums every partial in a fixed order and writes
    ``grad_scale = min(1, max_norm / (norm + 1e-6))`` and the norm into the status buffer.
 
@@ -18,7 +19,7 @@ pass serves both.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,9 +67,9 @@ def check_harness(variants: Iterable[ShaderVariant]) -> None:
 class GradClipper:
     """The partial-sums buffer, the pass-2 pipeline, and pass-1 pipelines per gradient buffer."""
 
-    def __init__(self, rt: Runtime, status: Any, sets: int, skip_nonfinite: bool) -> None:
+    def __init__(self, rt: Runtime, status: Any, slots: int, skip_nonfinite: bool) -> None:
         self.rt = rt
-        self.count = PARTIALS_PER_SET * sets
+        self.count = PARTIALS_PER_SET * slots
         self.partials = rt.buffer(np.zeros(self.count, np.float32))
         self._sumsq = load_spirv("grad_sumsq")
         self._scale = rt.pipeline(
@@ -76,12 +77,23 @@ class GradClipper:
         )
         self._partials_barrier = rt.barrier_op([self.partials])
 
-    def sumsq_pipeline(self, grad: Any, n: int, set_index: int, grad_format: int = 0) -> tuple[Any, Any]:
-        """Pass 1 over one gradient buffer (``grad_format``: 0 fp32, 1 fp16, 2 bf16): its
+    def sumsq_pipeline(
+        self,
+        grad: Any,
+        n: int,
+        set_index: int,
+        grad_format: int = 0,
+        *,
+        windows: Sequence[tuple[int, int]] | None = None,
+    ) -> tuple[Any, Any]:
+        """Pass 1 over one gradient buffer (``grad_format``: 0 fp32, 1 fp16, 2 bf16; ``windows``:
+        the chunk of it, as ``Runtime.pipeline`` takes them; ``set_index``: the chunk's slot): its
         pipeline and its (constant) dispatch op."""
         groups = min(PARTIALS_PER_SET, -(-n // WORKGROUP_SIZE))
         spec = tuple(float(x) for x in np.array([grad_format], np.uint32).view(np.float32))
-        algo = self.rt.pipeline([grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, spec, 2)
+        algo = self.rt.pipeline(
+            [grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, spec, 2, windows=windows
+        )
         push = np.array([n, PARTIALS_PER_SET * set_index], np.uint32).view(np.float32)
         return algo, self.rt.dispatch_op(algo, push)
 

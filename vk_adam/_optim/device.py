@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import ShaderVariant, UpdateRule
-from .._runtime import Runtime, host_view, is_kp_tensor
+from .._runtime import Runtime, host_view
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
@@ -85,8 +85,8 @@ class DeviceGroups:
         self.groups: list[Group] = []
         # skip flag, gradient scale, last norm (clipping.py); every update shader reads it
         self.status = rt.buffer(initial_status())
-        sets = sum(1 if not is_kp_tensor(g["params"][0]) else len(g["params"]) for g in groups)
-        self.clipper = GradClipper(rt, self.status, sets, skip_nonfinite) if clip else None
+        self.clipper: GradClipper | None = None
+        self._clip = clip
         self.max_norm = 0.0
         #: A gradient scale the host sets for the next synchronous steps (ZeRO-1's clipping
         #: factor from the norm over every rank); None: the device's own (1.0 or clipping's).
@@ -97,12 +97,16 @@ class DeviceGroups:
         self._barrier_after: Any = None
         if self.storage.windows and len(self.storage.windows) != len(groups):  # ZeRO-1's shards
             raise ValueError(f"{len(self.storage.windows)} windows for {len(groups)} param groups")
-        for options in groups:
-            group = self.builder.add_group(options)
+        self.groups = [self.builder.add_group(options) for options in groups]
+        self._sets = [bset for group in self.groups for bset in group.sets]  # in dispatch order
+        slots = 0  # each chunk's slot among every set's chunks (clipping's partial sums)
+        for bset in self._sets:
+            bset.slot, slots = slots, slots + len(bset.chunks)
+        if self._clip:
+            self.clipper = GradClipper(rt, self.status, slots, skip_nonfinite)
+        for group in self.groups:
             for bset in group.sets:
                 self.bind(group, bset, bset.grad)
-            self.groups.append(group)
-        self._sets = [bset for group in self.groups for bset in group.sets]  # in dispatch order
         #: How NumPy groups' arrays reach the device and come back (imports or staging memory).
         has_host = any(g.host_mode for g in self.groups)
         imports = HostImports(rt.manager, rt.device.host_import_alignment, has_host)
@@ -193,8 +197,8 @@ class DeviceGroups:
         param, n = self.traffic.bound.get(gi, (bset.param, bset.n))
         if param is not bset.bound_param:
             self.bind(group, bset, bset.grad, param=param, n=n)
-        if bset.push is not None:
-            bset.push.view(np.uint32)[0] = n
+        if bset.pushes and len(bset.chunks) == 1:
+            bset.pushes[0].view(np.uint32)[0] = n
 
     def stage_status(self) -> list[Any]:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
@@ -207,10 +211,10 @@ class DeviceGroups:
             words.view(np.float32)[1] = self.grad_scale
         return [self.status]
 
-    def pushes(self) -> list[Array]:
-        """The next step's push constants, one array per buffer set. Computed before any staging
-        memory is written: a rule whose packing fails then changes nothing."""
-        out: list[Array] = []
+    def pushes(self) -> list[list[Array]]:
+        """The next step's push constants, one array per chunk of each buffer set. Computed before
+        any staging memory is written: a rule whose packing fails then changes nothing."""
+        out: list[list[Array]] = []
         for group in self.groups:  # the rule's values depend on the group and step only
             values = push_values(self.rule, group, group.step + 1)
             out += [self._push(group, bset, values, group.step + 1) for bset in group.sets]
@@ -220,7 +224,9 @@ class DeviceGroups:
         """uint n, the rule's floats, and (harness with formats) the uint rng key."""
         return 1 + variant.hyper_count + (1 if self.builder.has_formats(variant) else 0)
 
-    def step_ops(self, upload: Sequence[Any], pushes: Sequence[Array]) -> tuple[list[Any], int, int]:
+    def step_ops(
+        self, upload: Sequence[Any], pushes: Sequence[Sequence[Array]]
+    ) -> tuple[list[Any], int, int]:
         """The ops of the next step, and the span of its GPU work: the index of the first op
         after the upload (clipping's passes, else the first update dispatch) and the index just
         past the last update dispatch (for timestamps: one before each op, one after the last)."""
@@ -231,7 +237,7 @@ class DeviceGroups:
         ops += self.traffic.copy_in
         first = len(ops) if self.clipper is not None else -1
         if self.clipper is not None or self.skip_nonfinite:
-            ops += [bset.check_op for group in self.groups for bset in group.sets]
+            ops += [op for bset in self._sets for op in bset.check_ops]
             if self.clipper is not None:
                 ops += self.clipper.finish_ops(self.max_norm)
             # The host reads the verdict after the wait; the update dispatches read the status
@@ -244,26 +250,30 @@ class DeviceGroups:
         # earlier writes to its buffers (an upload needs kp's own barrier per dispatch).
         ordered = not upload and not self.traffic.copy_in
         ops += [
-            self.rt.dispatch_op(b.update_algo, push, ordered=ordered)
-            for b, push in zip(self._sets, pushes, strict=True)
+            self.rt.dispatch_op(algo, push, ordered=ordered)
+            for b, set_pushes in zip(self._sets, pushes, strict=True)
+            for algo, push in zip(b.update_algos, set_pushes, strict=True)
         ]
         last = len(ops)
         ops.append(after)
         ops += self.traffic.copy_out
         return ops, first, last
 
-    def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> Array:
-        if bset.push is None:  # made once; n (and a zero rng key) never change
-            bset.push = np.zeros(self.push_words(group.variant), np.float32)
-            bset.push.view(np.uint32)[0] = bset.n
-            bset.push_rng = len(bset.push) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC
-        push: F32 = bset.push
+    def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> list[Array]:
+        if not bset.pushes:  # made once; each chunk's n (and a zero rng key) never change
+            for chunk in bset.chunks:
+                push = np.zeros(self.push_words(group.variant), np.float32)
+                push.view(np.uint32)[0] = chunk.count
+                bset.pushes.append(push)
+            bset.push_rng = len(bset.pushes[0]) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC
         # NumPy rounds each float64 value once to float32 (as astype would), with no array
         # made per step: a step's host time is mostly such overhead.
-        push[1 : 1 + len(values)] = values
-        if bset.push_rng:  # the rng key
-            push.view(np.uint32)[-1] = rng_key(self.seed, bset.index, bset.window, step)
-        return push
+        key = rng_key(self.seed, bset.index, bset.window, step) if bset.push_rng else 0
+        for chunk, push in zip(bset.chunks, bset.pushes, strict=True):
+            push[1 : 1 + len(values)] = values
+            if bset.push_rng:  # the rng key: a chunk's stream is its set's from its first element on
+                push.view(np.uint32)[-1] = fmt.offset_key(key, chunk.start)
+        return bset.pushes
 
     @staticmethod
     def copy_back(group: Group) -> None:
@@ -281,4 +291,4 @@ class DeviceGroups:
             self.rt.run([self.rt.upload_op(buffers)])
 
     def dispatches_per_step(self) -> int:
-        return sum(len(g.sets) for g in self.groups)
+        return sum(len(b.chunks) for b in self._sets)

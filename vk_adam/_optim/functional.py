@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from .._rules import ADAMW, load_spirv
-from .._runtime import MAX_ELEMENTS, Runtime, element_count, host_view, is_kp_tensor, refuse_unwritten
+from .._runtime import Runtime, element_count, host_view, is_kp_tensor, max_elements, refuse_unwritten
 from .._values import as_step, show
 from .clipping import initial_status
 from .groups import check_hyper_types, check_options
+from .windows import FP32, chunks, window
 
 
 def adam_update(
@@ -83,14 +84,14 @@ def adam_update(
         if a is b or (isinstance(a, np.ndarray) and np.may_share_memory(a, b)):
             raise ValueError(f"{names[i]} and {names[j]} share memory; each buffer needs its own")
     n = sizes[0]
-    if not 0 < n <= MAX_ELEMENTS:
-        raise ValueError(f"buffers hold {n} elements; between 1 and {MAX_ELEMENTS} are supported")
+    if not 0 < n <= max_elements():
+        raise ValueError(f"buffers hold {n} elements; between 1 and {max_elements()} are supported")
 
     # The process's shared device (or the application's manager); the pipeline is shared too,
     # so a call builds only its buffers and a descriptor set.
     runtime = Runtime(manager=manager, device=device)
     owned: list[Any] = []
-    algo = None
+    algos: list[Any] = []
     try:
         if all(on_device):
             tensors = buffers
@@ -101,22 +102,31 @@ def adam_update(
         owned.append(status)
         variant = ADAMW.variant_for(hyper)
         spec = [float(zero_grad), *ADAMW.spec_constants(hyper)]
-        push = np.zeros(2 + variant.hyper_count, np.float32)  # n, the rule's floats, rng key
-        push.view(np.uint32)[0] = n
-        push[1:-1] = ADAMW.push_constants(hyper, step)
+        values = ADAMW.push_constants(hyper, step)
         # The harness's bindings for the storage formats (absmax per state, master copy,
         # quantization tables) are unused with fp32 everything: one small buffer stands in.
-        unused = runtime.buffer(np.zeros(4, np.float32))
-        owned.append(unused)
+        # The read-only tables binding gets a stand-in of its own: chunked dispatches (windows.py)
+        # would otherwise read in one the buffer the previous one may write at another binding.
+        unused, tables = runtime.buffer(np.zeros(4, np.float32)), runtime.buffer(np.zeros(4, np.float32))
+        owned += [unused, tables]
         states = tensors[2:]
-        bound = [tensors[0], tensors[1], status, *states, *[unused] * len(states), unused, unused]
-        algo = runtime.pipeline(bound, load_spirv(str(variant.spirv)), (n + 3) // 4, spec, len(push))
-        ops = [
-            runtime.barrier_op(bound),
-            runtime.upload_op(owned),
-            runtime.dispatch_op(algo, push),
-            runtime.barrier_op(bound),
-        ]
+        bound = [tensors[0], tensors[1], status, *states, *[unused] * len(states), unused, tables]
+        dispatches = []
+        spans = chunks(n, runtime.max_binding_bytes, runtime.binding_alignment)  # windows.py
+        for chunk in spans:
+            push = np.zeros(2 + variant.hyper_count, np.float32)  # n, the rule's floats, rng key
+            push.view(np.uint32)[0] = chunk.count
+            push[1:-1] = values
+            per = [FP32, FP32, None, *[FP32] * len(states), *[None] * (len(states) + 2)]
+            windows = None
+            if len(spans) > 1:
+                windows = [(0, 0) if w is None else window(4 * n, w, chunk) for w in per]
+            shader = load_spirv(str(variant.spirv))
+            algos.append(
+                runtime.pipeline(bound, shader, (chunk.count + 3) // 4, spec, len(push), windows=windows)
+            )
+            dispatches.append(runtime.dispatch_op(algos[-1], push))
+        ops = [runtime.barrier_op(bound), runtime.upload_op(owned), *dispatches, runtime.barrier_op(bound)]
         if not all(on_device):
             ops.append(runtime.download_op(tensors))
         runtime.run(ops)
@@ -124,7 +134,7 @@ def adam_update(
             for array, tensor in zip(buffers, tensors, strict=True):
                 array.reshape(-1)[:] = host_view(tensor)
     finally:
-        if algo is not None:
+        for algo in algos:
             runtime.destroy_pipeline(algo)
         for tensor in owned:
             runtime.free_buffer(tensor)

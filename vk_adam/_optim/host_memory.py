@@ -261,7 +261,11 @@ class HostTraffic:
         """This step's copies of a group with at least one imported array (None: none is)."""
         bset = group.sets[0]
         direct = (
-            self.direct and len(group.slots) == 1 and bset.format.param == "float32" and bset.master is None
+            self.direct
+            and len(group.slots) == 1
+            and len(bset.chunks) == 1  # a windowed set binds its own buffers' windows
+            and bset.format.param == "float32"
+            and bset.master is None
         )
         params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in group.slots]
         grad_imports = (

@@ -42,13 +42,14 @@ from .external import (
 )
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
 from .runtime import (
-    MAX_ELEMENTS,
+    MAX_BINDING_BYTES_ENV,
     MAX_WORKGROUPS,
     MAX_WORKGROUPS_ENV,
     WORKGROUP_SIZE,
     Pending,
     Runtime,
     as_manager,
+    max_elements,
 )
 from .shared import LINGER_ENV, DeviceHandle, open_device, open_devices
 from .tensors import element_count, free_tensor, has_host_copy, host_dtype, host_view, is_alive
@@ -57,7 +58,7 @@ __all__ = [
     "DEVICE_ENV",
     "EXPORT_DTYPES",
     "LINGER_ENV",
-    "MAX_ELEMENTS",
+    "MAX_BINDING_BYTES_ENV",
     "MAX_WORKGROUPS",
     "MAX_WORKGROUPS_ENV",
     "WORKGROUP_SIZE",
@@ -100,6 +101,7 @@ __all__ = [
     "is_kp_tensor",
     "kp_features",
     "list_devices",
+    "max_elements",
     "normalise_uuid",
     "open_device",
     "open_devices",

@@ -84,6 +84,11 @@ class KpFeatures:
         return "async eval" in self.patches
 
     @property
+    def binding_windows(self) -> bool:
+        """Pipelines can bind byte windows of buffers (``Manager.algorithm_windowed``)."""
+        return "binding windows" in self.patches
+
+    @property
     def dispatch_barrier_opt_out(self) -> bool:
         """A dispatch op can leave out kp's own barrier at its start (``barrier=False``)."""
         return "dispatch barrier opt-out" in self.patches

@@ -40,8 +40,23 @@ Array = npt.NDArray[Any]
 WORKGROUP_SIZE = 256
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
-#: Largest element count one buffer may hold: kp 0.9.0 sizes buffers in uint32 bytes.
-MAX_ELEMENTS = (2**32 - 1) // 4
+
+
+def max_elements() -> int:
+    """The largest element count one buffer may hold: device memory is the limit with vk-adam's
+    kp (64-bit sizes); the kp 0.9.0 release sizes buffers in uint32 bytes."""
+    if "64-bit sizes" in kp_features().patches:
+        return 2**62
+    return (2**32 - 1) // 4
+
+
+#: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
+#: the windowed path (``_optim/windows.py``) that large ones take on real devices.
+MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
+#: What the Vulkan spec guarantees when a kp build cannot say: maxStorageBufferRange's minimum
+#: (2^27 bytes) and minStorageBufferOffsetAlignment's largest allowed value (256 bytes).
+SPEC_MIN_STORAGE_BUFFER_RANGE = 1 << 27
+SPEC_MAX_OFFSET_ALIGNMENT = 256
 
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
@@ -93,6 +108,15 @@ class Runtime(Closable):
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
         limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
+        #: The largest byte range one storage-buffer binding may span, and the alignment of a
+        #: binding's offset (the device's limits; the spec's bounds where kp cannot read them).
+        self.max_binding_bytes = min(
+            int(props.get("max_storage_buffer_range", SPEC_MIN_STORAGE_BUFFER_RANGE)),
+            env_int(MAX_BINDING_BYTES_ENV, 1 << 62),
+        )
+        self.binding_alignment = int(
+            props.get("min_storage_buffer_offset_alignment", SPEC_MAX_OFFSET_ALIGNMENT)
+        )
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
@@ -156,6 +180,7 @@ class Runtime(Closable):
         *,
         max_groups: int | None = None,
         threads: int = WORKGROUP_SIZE,
+        windows: Sequence[tuple[int, int]] | None = None,
     ) -> Any:
         """A compute pipeline over ``buffers`` (bindings 0..k-1) sized for ``items`` invocations.
 
@@ -163,16 +188,28 @@ class Runtime(Closable):
         spec dtype, so both stay float32). ``push_floats``: push-constant size in 4-byte words.
         ``max_groups``: a lower workgroup cap for this pipeline (its shader loops over the rest).
         ``threads``: the shader's invocations per workgroup (as specialized).
+        ``windows``: binding i is the byte window ``windows[i]`` = (offset, range; range 0: the
+        whole buffer) of ``buffers[i]`` (``_optim/windows.py``); None binds every buffer whole.
         """
         cap = self.workgroup_cap if max_groups is None else min(self.workgroup_cap, max_groups)
         groups = max(1, min(cap, -(-items // threads)))
-        algo = self.manager.algorithm(
+        args = (
             list(buffers),
             spirv,
             [groups, 1, 1],
             np.asarray(spec, np.float32),
             np.zeros(push_floats, np.float32),
         )
+        if windows is not None and any(r for _, r in windows):
+            if not self.features.binding_windows:
+                raise NoVulkanDeviceError(
+                    f"{self.device.name}: a buffer of more than {self.max_binding_bytes} bytes "
+                    "(maxStorageBufferRange) needs binding windows, which this kp build lacks; "
+                    "install the kp wheel built with vk-adam (scripts/build-kp.sh)"
+                )
+            algo = self.manager.algorithm_windowed(*args, [(int(o), int(r)) for o, r in windows])
+        else:
+            algo = self.manager.algorithm(*args)
         self._pipelines.append(algo)
         return algo
 
@@ -299,4 +336,4 @@ class Runtime(Closable):
             _shared.release(shared)
 
 
-__all__ = ["MAX_ELEMENTS", "MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor"]
+__all__ = ["MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor", "max_elements"]

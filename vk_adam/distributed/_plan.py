@@ -31,7 +31,7 @@ from .._optim import (
     shader_spec,
 )
 from .._rules import UpdateRule, check_rule_object, default_registry
-from .._runtime import MAX_ELEMENTS, element_count, is_kp_tensor
+from .._runtime import element_count, is_kp_tensor, max_elements
 from ._shard import Partition, partition
 
 
@@ -125,15 +125,15 @@ def make_plan(
         if on_device:  # one buffer set per tensor, as one process makes them
             for index, tensor in enumerate(plist):
                 n = element_count(tensor)
-                if n > MAX_ELEMENTS:
-                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {MAX_ELEMENTS}")
+                if n > max_elements():
+                    raise ValueError(f"kp tensor {index} holds {n} elements; at most {max_elements()}")
                 slot = ParamSlot(index, 0, n, (n,), None)
                 group.slots.append(slot)
                 units.append(Unit(gi, index, first + index, [slot], align(n, block), n, "float32", tensor))
         else:
             group.param_dtype = fmt.dtype_name(plist[0].dtype) or "float32"
             quantized = block == fmt.BLOCK
-            group.slots, total = plan_flat(plist, MAX_ELEMENTS, fmt.BLOCK if quantized else None)
+            group.slots, total = plan_flat(plist, max_elements(), fmt.BLOCK if quantized else None)
             units.append(Unit(gi, 0, first, group.slots, total, total, group.param_dtype))
         first += len(group.slots)
         groups.append(group)
