@@ -10,7 +10,8 @@
 #   VP_ANDROID_baseline_2022  Android devices of 2022 (Vulkan 1.1; shipped by Vulkan-Profiles)
 #   VP_KHR_roadmap_2022       the Khronos 2022 roadmap (Vulkan 1.3; Debian's libvulkan-dev)
 #   VP_VK_ADAM_spec_min       vk-adam's Vulkan 1.1 spec minimum (tests/profiles/vk_adam_spec_min.json)
-# PYTEST ARGS replace the default selection ($DEVICE_TESTS, not the slow ones); --junit DIR
+# PYTEST ARGS go to pytest after the default selection ($DEVICE_TESTS, not the slow ones); where
+# they name tests (a path, or PATH::TEST), they replace that selection. --junit DIR
 # writes DIR/<profile>.xml. Exits non-zero when a run under any profile failed. Needs the
 # environment of `bash scripts/setup.sh test`. docs/devices.md says what each profile simulates.
 set -uo pipefail
@@ -25,8 +26,12 @@ declare -A FILES=(
 )
 ORDER=(VP_ANDROID_baseline_2022 VP_KHR_roadmap_2022 VP_VK_ADAM_spec_min)
 # The test files that run Vulkan work in this process or its subprocesses, without the slow ones
-# (-m "not slow": multi-process, thousand-cycle and build tests).
-DEVICE_TESTS=(-m "not slow" tests/test_runtime.py tests/test_shared_device.py tests/test_formats.py
+# (-m "not slow": multi-process, thousand-cycle and build tests) and without the one test that
+# checks every built-in rule under every storage format (about 3 minutes a profile on 2 cores;
+# the formats' own tests stay).
+DEVICE_TESTS=(-m "not slow"
+  --deselect tests/test_formats.py::test_check_rule_runs_every_builtin_rule_under_every_format
+  tests/test_runtime.py tests/test_shared_device.py tests/test_formats.py
   tests/test_device_buffers.py tests/test_host_import.py tests/test_errors.py
   tests/test_async_and_nonfinite.py tests/test_clipping.py tests/test_lora.py
   tests/test_interop_optimizer.py tests/test_state_dict.py tests/test_subgroups.py
@@ -47,7 +52,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 ((${#profiles[@]})) || profiles=("${ORDER[@]}")
-((${#args[@]})) || args=("${DEVICE_TESTS[@]}")
+names_tests=0
+for a in "${args[@]}"; do
+  [[ "$a" != -* && -e "${a%%::*}" ]] && names_tests=1
+done
+((names_tests)) || args=("${DEVICE_TESTS[@]}" "${args[@]}")
 log() { printf '[test-profiles] %s\n' "$*" >&2; }
 
 if ! dpkg-query -W -f='${Status}' vulkan-validationlayers 2>/dev/null | grep -q "install ok installed"; then
