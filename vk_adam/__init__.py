@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._errors import (
+        LostUpdateWarning,
         NoVulkanDeviceError,
         OptimizerClosedError,
         RuleRegistrationError,
@@ -56,6 +57,7 @@ __version__ = "0.1.0"
 #: Where each public name is defined (``__getattr__`` imports it on first use).
 _DEFINED_IN = {
     "._errors": (
+        "LostUpdateWarning",
         "NoVulkanDeviceError",
         "OptimizerClosedError",
         "RuleRegistrationError",
@@ -104,6 +106,7 @@ __all__ = [
     "DeviceHandle",
     "DeviceInfo",
     "InvalidRuleError",
+    "LostUpdateWarning",
     "NoVulkanDeviceError",
     "Optimizer",
     "OptimizerClosedError",

@@ -21,3 +21,8 @@ class RuleRegistrationError(VkAdamError):
 
 class OptimizerClosedError(VkAdamError):
     """The optimizer was used after close()."""
+
+
+class LostUpdateWarning(UserWarning):
+    """A step's update was overwritten before the next step: the application uploaded a param's
+    host copy over its device memory between two steps (``OpTensorSyncDevice``)."""

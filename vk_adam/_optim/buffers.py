@@ -16,7 +16,7 @@ import numpy.typing as npt
 from .. import _formats as fmt
 from .._errors import ShaderMissingError
 from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
-from .._runtime import Runtime, element_count, host_view, is_kp_tensor, max_elements
+from .._runtime import Runtime, device_of, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
 from .layout import ParamSlot, gather, plan_flat
 from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
@@ -131,6 +131,11 @@ class GroupBuilder:
                 n = element_count(p)
                 if n > max_elements():
                     raise ValueError(f"kp tensor {index} holds {n} elements; at most {max_elements()}")
+                if device_of(p) not in (None, device_of(self.rt.manager)):
+                    raise ValueError(
+                        f"kp tensor param {index} belongs to another Vulkan device (another kp.Manager) "
+                        "than manager=: pass the Manager that created it as manager="
+                    )
                 if self.rt.has_host_copy(p) and host_view(p).dtype != np.float32:
                     raise TypeError(f"kp tensor param {index} is {host_view(p).dtype}; vk-adam needs float32")
                 grad = self._buffer(np.zeros(n, np.float32))

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _formats as fmt
 from .._inputs import convert_float_or_refuse
 from .._rules import ShaderVariant, UpdateRule
-from .._runtime import as_manager, element_count, is_kp_tensor, refuse_unwritten
+from .._runtime import as_manager, device_of, element_count, is_kp_tensor, refuse_unwritten
 from .._values import check_flag, is_index, is_kp_object, is_real, show
 from .layout import ParamSlot
 from .params import normalize_groups
@@ -133,6 +133,31 @@ def check_recordable(groups: Sequence[GroupShape], skip_nonfinite: bool, sequenc
         raise TypeError("record_step needs params on the device (kp tensors); NumPy params use step()")
     if skip_nonfinite:
         raise ValueError("skip_nonfinite needs the host to read the check's result: use step()")
+
+
+def refuse_foreign(
+    device: int | None, groups: Sequence[GroupShape], prepared: list[list[Any]] | None, sequence: Any = None
+) -> None:
+    """Every kp tensor gradient of this step, and the sequence ``record_step`` records into, must
+    belong to the optimizer's device (``device``: its VkDevice handle; None where kp cannot
+    tell): buffers of another ``kp.Manager`` are another VkDevice's, invalid in its commands."""
+    if device is None:
+        return
+    if sequence is not None and device_of(sequence) not in (None, device):
+        raise ValueError(
+            "record_step: the sequence belongs to another Vulkan device (another kp.Manager) than "
+            "the optimizer's; record into a sequence of the optimizer's manager (manager.sequence())"
+        )
+    if prepared is None:
+        return
+    for gi, grads in enumerate(prepared):
+        for pi, g in enumerate(grads):
+            if is_kp_tensor(g) and device_of(g) not in (None, device):
+                where = f" of param group {gi}" if len(groups) > 1 else ""
+                raise ValueError(
+                    f"grad {pi}{where} is a kp tensor of another Vulkan device (another kp.Manager) "
+                    "than the optimizer's; make it on the optimizer's manager"
+                )
 
 
 def refuse_host_grads(prepared: list[list[Any]] | None) -> None:

@@ -9,15 +9,17 @@ runtime runs, submits or records them, the counts advance).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .._errors import LostUpdateWarning
 from .._rules import UpdateRule
-from .._runtime import Runtime, host_view, refuse_unwritten
+from .._runtime import Runtime, device_of, host_view, refuse_unwritten, uploads_of
 from .device import DeviceGroups, Group
-from .groups import check_recordable, prepare_grads, refuse_host_grads, revalidate
+from .groups import check_recordable, prepare_grads, refuse_foreign, refuse_host_grads, revalidate
 from .host_memory import refuse_resized
 from .inflight import InFlight, StepHandle
 
@@ -49,6 +51,11 @@ class Stepper:
         self.grad_buffer_taken = False
         self.last_gpu_seconds: float | None = None
         self.last_host_seconds: float | None = None
+        self._device = device_of(rt.manager)  # the VkDevice every buffer of a step must be on
+        # Each device param's evaluated uploads as of the last step ((group, param) -> count), and
+        # the params already warned about: an upload between two steps discards the first's update.
+        self._uploads: dict[tuple[int, int], int] = {}
+        self._warned: set[tuple[int, int]] = set()
 
     def _drain(self) -> None:
         self._in_flight.drain()
@@ -64,8 +71,18 @@ class Stepper:
         """``Optimizer.record_step``: checked, then recorded into ``sequence``; the step number."""
         prepared = self._begin(grads, recording=True, sequence=sequence)
         ops, _, _ = self._ops(prepared, recording=True)
-        self._rt.record(sequence, ops)
+        step = self._groups[0].step + 1
+        # The step's push constants (step size, bias corrections) are the host's for step
+        # ``step``: evaluating the sequence again would apply them again. Refused on replay.
+        once = self._rt.eval_once_op(
+            f"this sequence holds step {step} of a vk-adam optimizer, recorded by record_step(); "
+            "a recorded step applies once (its step count and bias corrections are fixed when it "
+            "is recorded). Record a new step for each evaluation: sequence.clear(), then record "
+            "your work and opt.record_step(sequence) again (docs/usage.md)"
+        )
+        self._rt.record(sequence, [once, *ops] if once is not None else ops)
         self._advance()
+        self._note_uploads()
         return self._groups[0].step
 
     def _begin(
@@ -82,6 +99,8 @@ class Stepper:
                     refuse_unwritten(bset.param, f"param {pi} of group {gi}")
         refuse_resized(self._groups)
         prepared = prepare_grads(grads, self._groups, where)
+        refuse_foreign(self._device, self._groups, prepared, sequence if recording else None)
+        self._warn_lost_updates()
         if recording:
             refuse_host_grads(prepared)
         elif prepared is None:
@@ -95,6 +114,40 @@ class Stepper:
         if not wait and self._dev.grad_scale is not None:
             raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
         return prepared
+
+    def _device_params(self) -> list[tuple[tuple[int, int], Any]]:
+        return [
+            ((gi, pi), bset.param)
+            for gi, group in enumerate(self._groups)
+            if not group.host_mode
+            for pi, bset in enumerate(group.sets)
+        ]
+
+    def _note_uploads(self) -> None:
+        """After a step: each device param's upload count, to compare at the next step."""
+        for key, param in self._device_params():
+            count = uploads_of(param)
+            if count is not None:
+                self._uploads[key] = count
+
+    def _warn_lost_updates(self) -> None:
+        """Warn once per param the application uploaded from the host since the last step: the
+        upload copied the host's stale values over the device memory, and the update is lost."""
+        for (gi, pi), param in self._device_params():
+            count, before = uploads_of(param), self._uploads.get((gi, pi))
+            if count is None or before is None or count == before or (gi, pi) in self._warned:
+                continue
+            self._warned.add((gi, pi))
+            where = f" of param group {gi}" if len(self._groups) > 1 else ""
+            warnings.warn(
+                f"param {pi}{where} (a kp tensor) was uploaded from its host copy "
+                f"(OpTensorSyncDevice) {count - before} time(s) since step {self._groups[gi].step}: "
+                "each upload overwrote the device memory the optimizer updated, so that update is "
+                "lost. Upload a param once, before the first step, and read it back with "
+                "OpTensorSyncLocal (docs/usage.md, 'A Kompute-style training loop')",
+                LostUpdateWarning,
+                stacklevel=4,
+            )
 
     def _refuse_unwritten_grads(self, where: str) -> None:
         """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
@@ -139,6 +192,7 @@ class Stepper:
         if not handle.skipped:
             self._advance()
             self._dev.traffic.finish()
+        self._note_uploads()
         if self.profile:
             self.last_host_seconds = time.perf_counter() - started - eval_seconds
         return handle
@@ -156,6 +210,7 @@ class Stepper:
         ops, _, _ = self._ops(prepared)
         handle._pending = self._rt.submit(ops)  # one submission (patched kp)
         self._advance()
+        self._note_uploads()
         handle._finalize.extend(g for g in self._groups if g.host_mode)
         self._in_flight.add(handle)
         return handle

@@ -52,7 +52,16 @@ from .runtime import (
     max_elements,
 )
 from .shared import LINGER_ENV, DeviceHandle, open_device, open_devices
-from .tensors import element_count, free_tensor, has_host_copy, host_dtype, host_view, is_alive
+from .tensors import (
+    device_of,
+    element_count,
+    free_tensor,
+    has_host_copy,
+    host_dtype,
+    host_view,
+    is_alive,
+    uploads_of,
+)
 
 __all__ = [
     "DEVICE_ENV",
@@ -82,6 +91,7 @@ __all__ = [
     "copy_regions_op",
     "described",
     "described_or_refuse",
+    "device_of",
     "element_count",
     "export_fd",
     "exportable_tensor",
@@ -115,4 +125,5 @@ __all__ = [
     "to_cuda",
     "to_vulkan",
     "upload_and_wait",
+    "uploads_of",
 ]

@@ -250,6 +250,12 @@ class Runtime(Closable):
             return self.kp.OpAlgoDispatch(pipeline, push, False)  # barrier=False
         return self.kp.OpAlgoDispatch(pipeline, push)
 
+    def eval_once_op(self, message: str) -> Any:
+        """An op that makes the sequence holding it refuse every evaluation after the first with
+        ``RuntimeError(message)``, before anything of it runs; None where this kp lacks it."""
+        op_type = getattr(self.kp, "OpEvalOnce", None)
+        return op_type(message) if op_type is not None else None
+
     # -- running ------------------------------------------------------------------------------
 
     def run(self, ops: Sequence[Any], *, timestamps: bool = False) -> list[int] | None:

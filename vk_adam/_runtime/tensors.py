@@ -43,9 +43,32 @@ def is_alive(tensor: Any) -> bool:
     return bool(tensor.is_init())
 
 
+def device_of(obj: Any) -> int | None:
+    """The VkDevice (as an int) a kp tensor, sequence or manager belongs to; None where this kp
+    build cannot tell (it lacks vk-adam's device handles)."""
+    handle = getattr(obj, "device_handle", None)
+    return int(handle()) if handle is not None else None
+
+
+def uploads_of(tensor: Any) -> int | None:
+    """How many evaluated uploads (``OpTensorSyncDevice``) overwrote a kp tensor's device
+    memory with its host copy; None where this kp build does not count them."""
+    count = getattr(tensor, "uploads", None)
+    return int(count()) if count is not None else None
+
+
 def free_tensor(tensor: Any) -> None:
     """Destroy a kp tensor's buffer and memory; no submitted or recorded work may still use it."""
     tensor.destroy()
 
 
-__all__ = ["element_count", "free_tensor", "has_host_copy", "host_dtype", "host_view", "is_alive"]
+__all__ = [
+    "device_of",
+    "element_count",
+    "free_tensor",
+    "has_host_copy",
+    "host_dtype",
+    "host_view",
+    "is_alive",
+    "uploads_of",
+]
