@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 import vk_adam
 from vk_adam._rules.builtin import ADAM, ADAMW, SGD
 
+from .test_adam_reference import coupled_decay_error
+
 RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
 
 
@@ -41,7 +43,7 @@ RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
     maximize=False,
     seed=0,
 )
-# The L2 term cancels one element's gradient to 1.8e-5, near eps (see the comment below).
+# The L2 term cancels one element's gradient to 1.8e-5, near eps (see coupled_decay_error).
 @example(
     name="adam",
     n=2999,
@@ -54,6 +56,22 @@ RULES = {"adam": (vk_adam.Adam, ADAM), "adamw": (vk_adam.AdamW, ADAMW)}
     amsgrad=False,
     maximize=False,
     seed=1,
+)
+# --hypothesis-seed=352 drew this one: g + wd * p lands near eps for a few elements, whose float32
+# rounding the update amplifies past 2e-6 of the scale (8.9e-6 / 3.74 at step 4); the old
+# "cancelled to 2^-8" mask missed them.
+@example(
+    name="adam",
+    n=2727,
+    steps=4,
+    lr=0.1879598825088972,
+    beta1=0.11953434522241915,
+    beta2=0.5,
+    eps=0.00020641690947405868,
+    weight_decay=0.0625,
+    amsgrad=False,
+    maximize=False,
+    seed=139,
 )
 def test_adam_family_matches_reference(
     name, n, steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, seed
@@ -71,23 +89,27 @@ def test_adam_family_matches_reference(
     # Adam's coupled L2 term, g + wd * p, can cancel the gradient: float32 keeps its rounding
     # error (2^-24 of |g| + wd |p|), and where the sum lands near eps the update's direction
     # g / (|g| + eps) amplifies that error up to lr / eps times, so float32 and float64 part
-    # legitimately. Elements whose sum lost more than 8 bits at some step are held only to
-    # finite values; every other element to 2e-6 of the largest |param|.
-    cancelled = np.zeros(n, bool)
+    # legitimately. coupled_decay_error bounds that, element by element, step by step (as
+    # test_adam_reference does); every element is held to it plus 2e-6 of the largest |param|.
+    allowed = np.zeros(n)
     with cls([p], **kwargs) as opt:
         for t in range(1, steps + 1):
             g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)
-            if name == "adam" and weight_decay > 0:  # the shader's g + wd * p (g negated to maximize)
-                summed = (-g if maximize else g) + weight_decay * ref
-                cancelled |= np.abs(summed) < 2.0**-8 * (np.abs(g) + weight_decay * np.abs(ref))
             opt.step([g])
+            before = ref.copy()
             rule.reference(ref, g.astype(np.float64), state, hyper, t)
+            allowed += coupled_decay_error(hyper, t, g, before, state, allowed)
             scale = max(scale, float(np.max(np.abs(ref))))
     assert np.isfinite(p).all()
-    # The strict check must still cover most elements (cancellation to 2^-8 is rare).
-    assert cancelled.sum() <= 2 + n // 10, f"{cancelled.sum()} of {n} elements cancelled"
-    error = np.abs(p.astype(np.float64) - ref)[~cancelled]
-    assert float(np.max(error, initial=0.0)) / max(scale, 1e-30) <= 2e-6
+    error = np.abs(p.astype(np.float64) - ref)
+    bound = 2e-6 * max(scale, 1e-30) + allowed
+    worst = int(np.argmax(error / bound))
+    assert error[worst] <= bound[worst], (
+        worst,
+        float(error[worst]),
+        float(bound[worst]),
+        float(allowed[worst]),
+    )
 
 
 @settings(max_examples=25, deadline=None)
