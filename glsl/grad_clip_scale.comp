@@ -6,7 +6,8 @@
 //   grad_norm  = norm                               (read back by opt.last_grad_norm())
 //   skip       = 1 when the norm is not finite and skip_nonfinite is on
 // so every rule, plugins included, gets clipping without changing its GLSL.
-layout(local_size_x = 256) in;
+// Invocations per workgroup: 256, or what the host passes as constant 25 (the device's limit).
+layout(local_size_x = 256, local_size_x_id = 25) in;
 layout(constant_id = 0) const float SKIP_NONFINITE = 0.0;
 layout(std430, set = 0, binding = 0) readonly buffer partials_block { float partials[]; };
 layout(std430, set = 0, binding = 1) buffer status_block {
@@ -16,17 +17,17 @@ layout(std430, set = 0, binding = 1) buffer status_block {
 } status;
 layout(push_constant) uniform push_block { uint count; float max_norm; } pc;
 
-shared float sums[256];
+shared float sums[gl_WorkGroupSize.x];
 
 void main() {
     const uint t = gl_LocalInvocationID.x;
     float sum = 0.0;
-    for (uint i = t; i < pc.count; i += 256u) {
+    for (uint i = t; i < pc.count; i += gl_WorkGroupSize.x) {
         sum += partials[i];
     }
     sums[t] = sum;
     barrier();
-    for (uint width = 128u; width > 0u; width >>= 1) {
+    for (uint width = gl_WorkGroupSize.x / 2u; width > 0u; width >>= 1) {
         if (t < width) {
             sums[t] += sums[t + width];
         }

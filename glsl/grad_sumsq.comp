@@ -7,7 +7,8 @@
 // is how one pass also serves skip_nonfinite.
 #extension GL_GOOGLE_include_directive : require
 #include "vk_adam_16bit.glsl"
-layout(local_size_x = 256) in;
+// Invocations per workgroup: 256, or what the host passes as constant 25 (the device's limit).
+layout(local_size_x = 256, local_size_x_id = 25) in;
 // The gradient's format: 0 fp32, 1 fp16, 2 bf16 (16-bit values packed two per word).
 layout(constant_id = 0) const uint GRAD_FORMAT = 0u;
 layout(std430, set = 0, binding = 0) readonly buffer grad_block { float grad[]; };
@@ -15,7 +16,7 @@ layout(std430, set = 0, binding = 0) readonly buffer grad_words_block { uint gra
 layout(std430, set = 0, binding = 1) writeonly buffer partials_block { float partials[]; };
 layout(push_constant) uniform push_block { uint n; uint offset; } pc;
 
-shared float sums[256];
+shared float sums[gl_WorkGroupSize.x];
 
 void main() {
     const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -27,7 +28,7 @@ void main() {
     const uint t = gl_LocalInvocationID.x;
     sums[t] = sum;
     barrier();
-    for (uint width = 128u; width > 0u; width >>= 1) {
+    for (uint width = gl_WorkGroupSize.x / 2u; width > 0u; width >>= 1) {
         if (t < width) {
             sums[t] += sums[t + width];
         }

@@ -4,7 +4,8 @@
 // binding 2), so a bad step changes neither params nor state, like torch's GradScaler skip.
 #extension GL_GOOGLE_include_directive : require
 #include "vk_adam_16bit.glsl"
-layout(local_size_x = 256) in;
+// Invocations per workgroup: 256, or what the host passes as constant 25 (the device's limit).
+layout(local_size_x = 256, local_size_x_id = 25) in;
 // The gradient's format: 0 fp32, 1 fp16, 2 bf16 (16-bit values packed two per word).
 layout(constant_id = 0) const uint GRAD_FORMAT = 0u;
 layout(std430, set = 0, binding = 0) readonly buffer grad_block { float grad[]; };

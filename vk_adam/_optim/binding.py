@@ -58,8 +58,10 @@ def gradient_prepass(
     if not dev.skip_nonfinite:
         return None, None
     shader = dev.builder.shader("nonfinite_check")
-    spec = uint_spec(grad_format)
-    check = dev.rt.pipeline([grad, dev.status], shader, chunk.count, spec, 1, windows=windows)
+    spec = dev.rt.sized_spec(uint_spec(grad_format))
+    check = dev.rt.pipeline(
+        [grad, dev.status], shader, chunk.count, spec, 1, threads=dev.rt.threads, windows=windows
+    )
     return check, dev.rt.dispatch_op(check, np.array([chunk.count], np.uint32).view(np.float32))
 
 
@@ -135,6 +137,12 @@ def _update_pipeline(
     spec = group.spec
     spirv, items = str(group.variant.spirv), -(-chunk.count // 4)  # a vec4 each
     max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
+    if not dev.builder.has_formats(group.variant) and threads > dev.shape.max_workgroup_size:
+        raise ValueError(
+            f"this device allows {dev.shape.max_workgroup_size} invocations per workgroup "
+            f"(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0]); {spirv} was built "
+            "against an older vk_adam_rule.glsl and runs 256: rebuild the plugin against this vk-adam"
+        )
     if dev.builder.has_formats(group.variant):
         absmax = [bset.absmax.get(s.name) for s in group.variant.state]
         tensors += [*(a or dev.unused for a in absmax), bset.master or dev.unused, dev.qtable]

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._rules import ShaderVariant, load_spirv, reflect
-from .._runtime import WORKGROUP_SIZE, Runtime
+from .._runtime import Runtime
 
 #: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to
 #: keep a large GPU's memory busy while reading the gradients).
@@ -73,7 +73,12 @@ class GradClipper:
         self.partials = rt.buffer(np.zeros(self.count, np.float32))
         self._sumsq = load_spirv("grad_sumsq")
         self._scale = rt.pipeline(
-            [self.partials, status], load_spirv("grad_clip_scale"), 1, (float(skip_nonfinite),), 2
+            [self.partials, status],
+            load_spirv("grad_clip_scale"),
+            1,
+            rt.sized_spec((float(skip_nonfinite),)),
+            2,
+            threads=rt.threads,
         )
         self._partials_barrier = rt.barrier_op([self.partials])
 
@@ -89,10 +94,11 @@ class GradClipper:
         """Pass 1 over one gradient buffer (``grad_format``: 0 fp32, 1 fp16, 2 bf16; ``windows``:
         the chunk of it, as ``Runtime.pipeline`` takes them; ``set_index``: the chunk's slot): its
         pipeline and its (constant) dispatch op."""
-        groups = min(PARTIALS_PER_SET, -(-n // WORKGROUP_SIZE))
-        spec = tuple(float(x) for x in np.array([grad_format], np.uint32).view(np.float32))
+        threads = self.rt.threads
+        groups = min(PARTIALS_PER_SET, -(-n // threads))
+        spec = self.rt.sized_spec(np.array([grad_format], np.uint32).view(np.float32).tolist())
         algo = self.rt.pipeline(
-            [grad, self.partials], self._sumsq, groups * WORKGROUP_SIZE, spec, 2, windows=windows
+            [grad, self.partials], self._sumsq, groups * threads, spec, 2, threads=threads, windows=windows
         )
         push = np.array([n, PARTIALS_PER_SET * set_index], np.uint32).view(np.float32)
         return algo, self.rt.dispatch_op(algo, push)

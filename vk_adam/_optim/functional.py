@@ -12,12 +12,22 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ADAMW, load_spirv
+from .._rules import ADAMW, MAX_RULE_SPEC_CONSTANTS, load_spirv, reflect
 from .._runtime import Runtime, element_count, host_view, is_kp_tensor, max_elements, refuse_unwritten
 from .._values import as_step, show
 from .clipping import initial_status
 from .groups import check_hyper_types, check_options
+from .storage import GroupFormat
+from .variants import loop_shape, update_launch
 from .windows import FP32, chunks, window
+
+
+def _has(name: str) -> bool:
+    return True  # the built-in shaders are always built
+
+
+def _spec_ids(name: str) -> frozenset[int]:
+    return reflect(load_spirv(name)).spec_ids
 
 
 def adam_update(
@@ -121,9 +131,16 @@ def adam_update(
             windows = None
             if len(spans) > 1:
                 windows = [(0, 0) if w is None else window(4 * n, w, chunk) for w in per]
-            shader = load_spirv(str(variant.spirv))
+            # The harness's loop at this device's workgroup size (fp32 everything: no 8-bit path).
+            launch = update_launch(
+                loop_shape(runtime.device), str(variant.spirv), GroupFormat(), chunk.count, _has, _spec_ids
+            )
+            full_spec = (*spec, *(0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec)), *launch.spec)
+            shader = load_spirv(launch.spirv)
             algos.append(
-                runtime.pipeline(bound, shader, (chunk.count + 3) // 4, spec, len(push), windows=windows)
+                runtime.pipeline(
+                    bound, shader, launch.items, full_spec, len(push), threads=launch.threads, windows=windows
+                )
             )
             dispatches.append(runtime.dispatch_op(algos[-1], push))
         ops = [runtime.barrier_op(bound), runtime.upload_op(owned), *dispatches, runtime.barrier_op(bound)]

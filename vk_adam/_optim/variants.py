@@ -113,6 +113,8 @@ class LoopShape:
     subgroup_size: int = 0  # 0: the base variant
     int8_workgroups: int = DEFAULT_INT8_WORKGROUPS
     workgroup_size: int = DEFAULT_WORKGROUP_SIZE  # where the loop allows any (see the knob)
+    #: The device's limit: maxComputeWorkGroupInvocations and maxComputeWorkGroupSize[0], the smaller.
+    max_workgroup_size: int = 1024
 
     def invocations(self, n: int, quantized: bool, subgroups: bool) -> int:
         """Invocations that cover ``n`` elements in one pass of the loop (before the workgroup
@@ -166,6 +168,18 @@ def update_launch(
         if subgroups or not quantized:  # the base variant's 8-bit loop needs 256
             threads = shape.workgroup_size
         spec = (*spec, *uint_spec(threads))
+    if threads > shape.max_workgroup_size:
+        limit = (
+            f"this device allows {shape.max_workgroup_size} invocations per workgroup "
+            "(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0])"
+        )
+        if quantized:
+            raise ValueError(
+                f"{limit}, and 8-bit state runs the base variant's loop here, whose shared block "
+                "maxima need 256 (the subgroup variant cannot run on this device): use "
+                "state_dtype='bfloat16' or 'float32'"
+            )
+        raise ValueError(f"{limit}; {spirv} was built before the workgroup-size constant and runs 256")
     max_groups = shape.int8_workgroups if quantized else None
     return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups, threads)
 
@@ -178,11 +192,14 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
         subgroup_size=subgroup_size(device),
         int8_workgroups=env_int(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
         workgroup_size=_workgroup_size(device),
+        max_workgroup_size=device.max_workgroup_size,
     )
 
 
 def _workgroup_size(device: DeviceInfo) -> int:
-    size = env_int(WORKGROUP_SIZE_ENV, DEFAULT_WORKGROUP_SIZE, WORKGROUP_SIZES)
+    # The default: 256, or the largest size the device allows below it (the spec's minimum, 128).
+    default = max(n for n in WORKGROUP_SIZES if n <= min(DEFAULT_WORKGROUP_SIZE, device.max_workgroup_size))
+    size = env_int(WORKGROUP_SIZE_ENV, default, WORKGROUP_SIZES)
     if size > device.max_workgroup_size:
         raise ValueError(
             f"${WORKGROUP_SIZE_ENV}={size}, but {device.name} runs at most {device.max_workgroup_size} "

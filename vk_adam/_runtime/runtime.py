@@ -38,6 +38,8 @@ Array = npt.NDArray[Any]
 
 #: Threads per workgroup (local_size_x of every shader).
 WORKGROUP_SIZE = 256
+#: The specialization constant that sizes every shader's workgroup (``local_size_x_id``).
+WORKGROUP_SIZE_SPEC_ID = 25
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
 
@@ -106,6 +108,9 @@ class Runtime(Closable):
         self._sharing: Sharing | None = None  # what the device shares, read when first needed
         #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
         self.timestamp_period = float(props.get("timestamp_period", 1.0))
+        #: Invocations per workgroup of vk-adam's own shaders (specialization constant 25): 256,
+        #: or the largest power of two the device's workgroup limits allow (at least 128 by spec).
+        self.threads = max((t for t in (256, 128, 64) if t <= self.device.max_workgroup_size), default=64)
         limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
         #: The largest byte range one storage-buffer binding may span, and the alignment of a
@@ -212,6 +217,12 @@ class Runtime(Closable):
             algo = self.manager.algorithm(*args)
         self._pipelines.append(algo)
         return algo
+
+    def sized_spec(self, spec: Sequence[float] = ()) -> tuple[float, ...]:
+        """Specialization constants of one of vk-adam's own shaders (``glsl/*.comp`` with
+        ``local_size_x_id = 25``): ``spec`` (ids 0..), then :attr:`threads` as constant 25."""
+        padding = (0.0,) * (WORKGROUP_SIZE_SPEC_ID - len(spec))
+        return (*spec, *padding, *np.array([self.threads], np.uint32).view(np.float32).tolist())
 
     def free_buffer(self, buffer: Any) -> None:
         """Free a buffer made by :meth:`buffer`; no submitted or recorded work may still use it."""

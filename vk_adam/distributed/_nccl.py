@@ -108,7 +108,10 @@ class NcclOnVulkan:
         key = (spirv, *(id(t) for t in tensors))
         made = self._pipelines.get(key)
         if made is None:
-            pipeline = self._rt.pipeline(list(tensors), load_spirv(spirv), words, (), push)
+            rt = self._rt
+            pipeline = rt.pipeline(
+                list(tensors), load_spirv(spirv), words, rt.sized_spec(), push, threads=rt.threads
+            )
             made = self._pipelines[key] = (pipeline, *tensors)  # the tensors kept: ids stay theirs
         return made[0]
 

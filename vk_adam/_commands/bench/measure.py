@@ -43,7 +43,9 @@ class ClockWarmer:
         self.rt, self.seconds = rt, seconds
         self._a = rt.buffer(np.ones(elements, np.float32))
         self._b = rt.buffer(np.zeros(elements, np.float32))
-        self._algo = rt.pipeline([self._a, self._b], load_spirv("copy"), elements // 4, (), 1)
+        self._algo = rt.pipeline(
+            [self._a, self._b], load_spirv("copy"), elements // 4, rt.sized_spec(), 1, threads=rt.threads
+        )
         push = np.array([elements // 4], np.uint32).view(np.float32)
         rt.run([rt.upload_op([self._a, self._b])])
         # each copy after a barrier over both buffers: the copies write the same buffer
@@ -72,7 +74,7 @@ def copy_seconds(
     from ..._rules import load_spirv
 
     push = np.array([elements // 4], np.uint32).view(np.float32)
-    algo = rt.pipeline([src, dst], load_spirv("copy"), elements // 4, (), 1)
+    algo = rt.pipeline([src, dst], load_spirv("copy"), elements // 4, rt.sized_spec(), 1, threads=rt.threads)
     try:
         samples = []
         for i in range(repeats + 3):
@@ -112,7 +114,7 @@ def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
     g = rt.buffer(np.zeros(1, np.float32))
     status = rt.buffer(np.zeros(1, np.uint32))
     push = np.array([1], np.uint32).view(np.float32)
-    algo = rt.pipeline([g, status], load_spirv("nonfinite_check"), 1, (), 1)
+    algo = rt.pipeline([g, status], load_spirv("nonfinite_check"), 1, rt.sized_spec(), 1, threads=rt.threads)
     try:
         rt.run([rt.upload_op([g, status])])
         op = rt.dispatch_op(algo, push)
