@@ -5,6 +5,11 @@
 # `bash scripts/test.sh --quick`: the developer's loop, in the environment already set up: ruff,
 # mypy and `pytest -m "not slow"` (no multi-process, thousand-cycle or build tests; no set-up,
 # no validation layer). Other arguments go to pytest in both modes. `.ci/run` runs everything.
+#
+# pytest runs on every core (pytest-xdist, `-n $VK_ADAM_TEST_WORKERS`, default auto: one worker
+# per core, each validating into its own log); the tests marked `exclusive` (timings, memory of
+# the whole process, many processes, thousands of cycles) run afterwards, alone. One seed drives
+# both runs: $VK_ADAM_TEST_SEED, else a fresh one, printed here (tests/conftest.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -22,7 +27,9 @@ if [ "${1:-}" = "--quick" ]; then
   if ! "$PY" -c "import vk_adam_lion" 2>/dev/null; then
     "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps ./plugins/vk-adam-lion
   fi
-  exec "$PY" -m pytest -m "not slow" tests plugins/vk-adam-lion/tests "$@"
+  parallel=()
+  "$PY" -c "import xdist" 2>/dev/null && parallel=(-n "${VK_ADAM_TEST_WORKERS:-auto}")
+  exec "$PY" -m pytest "${parallel[@]}" -m "not slow" tests plugins/vk-adam-lion/tests "$@"
 fi
 bash scripts/setup.sh test
 CACHE="${VK_ADAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vk-adam}"
@@ -52,4 +59,16 @@ echo "== mypy"
 echo "== pytest"
 "$PY" -m vk_adam info
 # --vk-validation: a missing layer is an error, and a test fails if the layer reported anything.
-"$PY" -m pytest --vk-validation tests plugins/vk-adam-lion/tests "$@"
+export VK_ADAM_TEST_SEED="${VK_ADAM_TEST_SEED:-$("$PY" -c 'import secrets; print(secrets.randbits(32))')}"
+echo "test seed: VK_ADAM_TEST_SEED=$VK_ADAM_TEST_SEED (a failing test prints the command that replays it)"
+# Exit 5 (no test selected) is fine for one of the two runs (arguments that select only one kind).
+status=0
+"$PY" -m pytest --vk-validation -n "${VK_ADAM_TEST_WORKERS:-auto}" -m "not exclusive" \
+  tests plugins/vk-adam-lion/tests "$@" || status=$?
+echo "== pytest: the exclusive tests, alone"
+alone=0
+"$PY" -m pytest --vk-validation -p no:xdist -m exclusive tests plugins/vk-adam-lion/tests "$@" || alone=$?
+if [ "$status" -eq 5 ] && [ "$alone" -ne 5 ]; then status=$alone
+elif [ "$alone" -ne 0 ] && [ "$alone" -ne 5 ] && [ "$status" -eq 0 ]; then status=$alone
+fi
+exit "$status"

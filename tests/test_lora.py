@@ -348,6 +348,7 @@ def test_torch_adamw_state_round_trip(rng):
             )
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # three demo processes, one killed
 def test_killed_demo_resumes_bit_for_bit(tmp_path):
     args = [

@@ -17,6 +17,7 @@ def rss_kib() -> int:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # thousands of cycles
 def test_ten_thousand_steps_do_not_grow_memory(rng):
     p = rng.standard_normal(1024).astype(np.float32)
@@ -39,6 +40,7 @@ def test_ten_thousand_steps_do_not_grow_memory(rng):
     assert np.isfinite(p).all()
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # thousands of cycles
 def test_open_close_cycles_do_not_leak(rng):
     p = rng.standard_normal(4096).astype(np.float32)

@@ -272,6 +272,7 @@ def _no_validation() -> dict[str, str]:
     return {"VK_INSTANCE_LAYERS": "", "KOMPUTE_VALIDATION_LOG": ""}
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow
 def test_a_thousand_manager_cycles_keep_memory_flat():
     rows = _load("manager-cycles", 1000, _no_validation())
@@ -285,6 +286,7 @@ def test_a_thousand_manager_cycles_keep_memory_flat():
     assert min(r["threads"] for r in late) <= early["threads"], (early, late)
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow
 def test_a_thousand_optimizers_alive_at_once():
     rows = _load("optimizers-alive", 1000, _no_validation())
@@ -371,6 +373,7 @@ def test_a_closed_optimizer_is_freed_without_the_cycle_collector(front, rng):
             gc.enable()
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow
 def test_ten_thousand_optimizer_cycles_keep_memory_flat():
     rows = _load("optimizer-cycles", 10_000, _no_validation())

@@ -513,12 +513,14 @@ def _run_case(launcher: str, world: int, case: str, tmp_path: Path, manager: Any
     check_device_job(config, world, tmp_path / "job", done, manager, staging)
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(("world", "kind"), RUNS)
 def test_torchrun_gloo_over_device_buffers_matches_one_process(tmp_path, kp_manager, world, kind):
     _run_case("torch", world, PLAN["torch", world, kind], tmp_path, kp_manager, "host memory import")
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize(("world", "kind"), RUNS)
@@ -526,6 +528,7 @@ def test_mpirun_over_device_buffers_matches_one_process(tmp_path, kp_manager, wo
     _run_case("mpi", world, PLAN["mpi", world, kind], tmp_path, kp_manager, "host memory import")
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize("case", ["kp-adamw-clip-groups", "kp-tiny-empty-shard"])
@@ -536,11 +539,13 @@ def test_mapped_staging_over_mpirun_matches_one_process(tmp_path, kp_manager, mo
     _run_case("mpi", 3, case, tmp_path, kp_manager, "mapped staging")
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 def test_a_rank_that_owns_nothing_still_moves_the_device_buffers(tmp_path, kp_manager):
     _run_case("torch", 3, "kp-tiny-empty-shard", tmp_path, kp_manager, "host memory import")
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 def test_a_device_checkpoint_of_3_ranks_loads_at_2(tmp_path, kp_manager):

@@ -382,6 +382,7 @@ def test_the_exchange_reduce_scatter_sums_in_rank_order_on_any_schedule(rng, siz
         np.testing.assert_allclose(recvs[r], exact, rtol=1e-5 * size, atol=1e-5 * np.abs(exact).max())
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("launcher", ["torch", "mpi"])

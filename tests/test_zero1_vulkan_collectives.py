@@ -137,6 +137,7 @@ def test_without_the_stand_in_gloo_keeps_the_host_path(rng, one_rank, kp_manager
     opt.close()
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(("world", "case"), [(2, "kp-adamw-clip-groups"), (3, "kp-int8-skip")])
 def test_torchrun_over_the_vulkan_buffers_matches_one_process(tmp_path, kp_manager, mirror, world, case):
