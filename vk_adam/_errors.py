@@ -26,3 +26,8 @@ class OptimizerClosedError(VkAdamError):
 class LostUpdateWarning(UserWarning):
     """A step's update was overwritten before the next step: the application uploaded a param's
     host copy over its device memory between two steps (``OpTensorSyncDevice``)."""
+
+
+class PortabilityWarning(UserWarning):
+    """A rule or setting that runs here but not on every Vulkan device (it needs more than the
+    spec's minimum limits); devices that cannot hold it refuse it by name."""

@@ -159,6 +159,11 @@ def _update_pipeline(
         spec = (*spec, *padding, *launch.spec)
     bset.spirv, bset.spec = spirv, tuple(spec)
     shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
+    if 4 * push > dev.rt.max_push_bytes:
+        raise ValueError(
+            f"rule {group.variant.spirv}: its {4 * push} bytes of push constants exceed this device's "
+            f"maxPushConstantsSize ({dev.rt.max_push_bytes} bytes); the rule cannot run here"
+        )
     windows = _windows(dev, bindings, bset, chunk)
     return dev.rt.pipeline(
         tensors, shader, items, spec, push, max_groups=max_groups, threads=threads, windows=windows

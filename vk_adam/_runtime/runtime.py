@@ -119,6 +119,8 @@ class Runtime(Closable):
             int(props.get("max_storage_buffer_range", SPEC_MIN_STORAGE_BUFFER_RANGE)),
             env_int(MAX_BINDING_BYTES_ENV, 1 << 62),
         )
+        #: maxPushConstantsSize (the spec's minimum, 128, where kp cannot read it).
+        self.max_push_bytes = int(props.get("max_push_constants_size", 128))
         self.binding_alignment = int(
             props.get("min_storage_buffer_offset_alignment", SPEC_MAX_OFFSET_ALIGNMENT)
         )
