@@ -101,8 +101,8 @@ def test_the_random_stream_is_a_function_of_seed_buffer_step_and_element():
 
 
 @pytest.mark.parametrize("name", ["adamw", "adam", "sgd"])
-def test_check_rule_runs_every_builtin_rule_under_every_format(name, variant):
-    report = check_rule(default_registry().get(name), sizes=(7,), steps=3)
+def test_check_rule_runs_every_builtin_rule_under_every_format(name, variant, vk_seed):
+    report = check_rule(default_registry().get(name), sizes=(7,), steps=3, seed=vk_seed)
     settings = len(report.hyper)
     assert report.cases == settings * (1 + len(FORMAT_CASES))
     states = {s for _, _, s in FORMAT_CASES}
@@ -114,7 +114,7 @@ def test_check_rule_runs_every_builtin_rule_under_every_format(name, variant):
     }
 
 
-def test_check_rule_fails_when_the_rounding_is_not_the_harness_s(monkeypatch):
+def test_check_rule_fails_when_the_rounding_is_not_the_harness_s(monkeypatch, vk_seed):
     """The format check can fail: a reference that truncates instead of rounding to nearest even."""
     nearest = fmt.round_to
 
@@ -129,7 +129,11 @@ def test_check_rule_fails_when_the_rounding_is_not_the_harness_s(monkeypatch):
     monkeypatch.setattr(fmt, "round_to", truncating)
     with pytest.raises(RuleConformanceError, match="param differs from the format reference"):
         check_rule(
-            default_registry().get("adamw"), sizes=(7,), steps=1, formats=[("bfloat16", False, "float32")]
+            default_registry().get("adamw"),
+            sizes=(7,),
+            steps=1,
+            formats=[("bfloat16", False, "float32")],
+            seed=vk_seed,
         )
 
 
@@ -482,7 +486,7 @@ def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng, variant):
     assert not np.any((emulated != nearest) & ~close)
 
 
-def test_a_rule_can_keep_a_state_buffer_fp32(rng):
+def test_a_rule_can_keep_a_state_buffer_fp32(rng, vk_seed):
     """StateBuffer(keep_fp32=True) stays fp32 under any state_dtype; check_rule still passes."""
     import dataclasses
 
@@ -508,6 +512,7 @@ def test_a_rule_can_keep_a_state_buffer_fp32(rng):
         sizes=(7,),
         steps=2,
         formats=[("float32", False, "int8-blockwise"), ("bfloat16", True, "bfloat16")],
+        seed=vk_seed,
     )
 
 

@@ -45,9 +45,8 @@ def _fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_export_import_shares_memory_both_ways(two_devices):
+def test_export_import_shares_memory_both_ways(two_devices, rng):
     a, b = two_devices
-    rng = np.random.default_rng()
     values = rng.standard_normal((64, 33)).astype(np.float32)
     t = interop.exportable_tensor(a, values)
     ext = interop.export_memory(t)
@@ -127,9 +126,8 @@ def test_bad_input_is_refused_and_the_fd_stays_the_callers(two_devices):
         interop.exportable_tensor(a, np.zeros(4, np.float64))
 
 
-def test_an_exportable_tensor_steps_like_any_kp_tensor(two_devices):
+def test_an_exportable_tensor_steps_like_any_kp_tensor(two_devices, rng):
     a, _ = two_devices
-    rng = np.random.default_rng()
     p0 = rng.standard_normal(512).astype(np.float32)
     g = rng.standard_normal(512).astype(np.float32)
     shared = interop.exportable_tensor(a, p0)
@@ -144,9 +142,8 @@ def test_an_exportable_tensor_steps_like_any_kp_tensor(two_devices):
     assert not np.array_equal(_download(a, shared), p0)
 
 
-def test_a_kp_tensor_never_written_is_refused_until_uploaded(two_devices):
+def test_a_kp_tensor_never_written_is_refused_until_uploaded(two_devices, rng):
     a, _ = two_devices
-    rng = np.random.default_rng()
     p = a.tensor(rng.standard_normal(300).astype(np.float32))  # staging filled, device not
     g = a.tensor(rng.standard_normal(300).astype(np.float32))
     with vk_adam.AdamW([p], manager=a) as opt:

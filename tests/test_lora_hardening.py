@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from vk_adam.lora import (
     update_lora_adapter,
 )
 
-from .conftest import random_grad
+from .conftest import module_seed, random_grad
 
 # -- helpers -------------------------------------------------------------------------------------
 
@@ -135,10 +134,9 @@ def setup_saved(tmp_path: Path, seed: int, steps: int = 2, **opt_kwargs: Any) ->
 
 
 @pytest.fixture
-def seed() -> int:
-    value = int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(31))
-    print(f"random seed: {value} (replay with VK_ADAM_TEST_SEED={value})")
-    return value
+def seed(vk_seed: int) -> int:
+    """This test's seed (tests/conftest.py: derived from VK_ADAM_TEST_SEED and the test's id)."""
+    return vk_seed
 
 
 # -- item 1: the checksum covers the metadata -------------------------------------------------------
@@ -524,9 +522,7 @@ def test_item_6_other_float_dtypes_convert_with_a_warning(seed):
 class Saved:
     """A small checkpoint, the state that loading it gives, and a different state to load it into."""
 
-    def __init__(self, folder: Path) -> None:
-        seed = int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(31))
-        print(f"random seed: {seed} (replay with VK_ADAM_TEST_SEED={seed})")
+    def __init__(self, folder: Path, seed: int) -> None:
         self.adapter = small_adapter(seed, target_modules=("q_proj",))
         self.rng = np.random.default_rng(seed + 1)
         self.opt = self.adapter.optimizer("adamw", lr=1e-2, amsgrad=True)
@@ -554,8 +550,8 @@ class Saved:
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    s = Saved(tmp_path_factory.mktemp("flips"))
+def saved(request, tmp_path_factory):
+    s = Saved(tmp_path_factory.mktemp("flips"), module_seed(request))
     yield s
     s.opt.close()
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import secrets
 from functools import partial
 from typing import Any
 
@@ -30,10 +28,9 @@ STEPS = 200
 
 
 @pytest.fixture
-def seed() -> int:
-    value = int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(31))
-    print(f"random seed: {value} (replay with VK_ADAM_TEST_SEED={value})")
-    return value
+def seed(vk_seed: int) -> int:
+    """This test's seed (tests/conftest.py: derived from VK_ADAM_TEST_SEED and the test's id)."""
+    return vk_seed
 
 
 LRS = (0.1, 3e-4)  # two param groups with different initial lrs

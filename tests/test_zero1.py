@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import secrets
 import shutil
 import socket
 import subprocess
@@ -409,9 +408,8 @@ def _check_refusals(ranks: list[dict[str, Any]], world: int) -> None:
     assert all(r["unchanged_after_bad_input"] for r in ranks)
 
 
-def _prepare(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    config = dict(config, seed=int(os.environ.get("VK_ADAM_TEST_SEED") or secrets.randbits(31)))
-    print(f"random seed: {config['seed']} (replay with VK_ADAM_TEST_SEED={config['seed']})")
+def _prepare(config: dict[str, Any], tmp_path: Path, seed: int) -> dict[str, Any]:
+    config = dict(config, seed=seed)  # the test's seed (vk_seed), passed to every rank
     if config.get("rule") == "lion" and "lion" not in vk_adam.list_rules():
         pytest.skip("the Lion plugin is not installed (scripts/test.sh installs plugins/vk-adam-lion)")
     if config.get("load_single"):  # a state dict of one process's optimizer, a few steps in
@@ -425,13 +423,14 @@ def _prepare(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     return config
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(
     ("world", "case"), [(2, "adamw-clip-groups"), (3, "adamw-bf16-sr-int8"), (4, "sgd-fp16-master-load")]
 )
-def test_torchrun_gloo_matches_one_process(tmp_path, world, case):
+def test_torchrun_gloo_matches_one_process(tmp_path, vk_seed, world, case):
     launcher = "torch"
-    config = _prepare(CASES[case], tmp_path)
+    config = _prepare(CASES[case], tmp_path, vk_seed)
     done, seconds = launch(launcher, world, config, tmp_path / "job")
     print(f"{world} ranks, {case}: {seconds:.1f} s")
     check_job(launcher, config, world, tmp_path / "job", done)
@@ -443,19 +442,21 @@ def _cuda_gpus() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.skipif(
     _cuda_gpus() < 2,
     reason="the NCCL transport (CUDA staging tensors) needs torch with CUDA and one GPU per rank, "
     "2 at least: NCCL refuses two ranks on one GPU, and CI has no CUDA",
 )
-def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path):
+def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path, vk_seed):
     launcher = "torch"
-    config = _prepare({**CASES["adamw-bf16-sr-int8"], "backend": "nccl"}, tmp_path)
+    config = _prepare({**CASES["adamw-bf16-sr-int8"], "backend": "nccl"}, tmp_path, vk_seed)
     done, _ = launch(launcher, 2, config, tmp_path / "job")
     check_job(launcher, config, 2, tmp_path / "job", done)
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize(
@@ -467,20 +468,21 @@ def test_torchrun_nccl_with_cuda_staging_matches_one_process(tmp_path):
         (4, "adamw-bf16-master-int8-resume"),
     ],
 )
-def test_mpirun_matches_one_process(tmp_path, world, case):
+def test_mpirun_matches_one_process(tmp_path, vk_seed, world, case):
     launcher = "mpi"
-    config = _prepare(CASES[case], tmp_path)
+    config = _prepare(CASES[case], tmp_path, vk_seed)
     done, seconds = launch(launcher, world, config, tmp_path / "job")
     print(f"{world} ranks, {case}: {seconds:.1f} s")
     check_job(launcher, config, world, tmp_path / "job", done)
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
-def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path):
+def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path, vk_seed):
     """Saved by 3 ranks (torchrun), loaded by 2 (mpirun): re-sharded, then as one process."""
     config = _prepare(
-        {**CASES["adamw-bf16-master-int8-resume"], "resume_at": None, "bad_step": None}, tmp_path
+        {**CASES["adamw-bf16-master-int8-resume"], "resume_at": None, "bad_step": None}, tmp_path, vk_seed
     )
     done, _ = launch("torch", 3, config, tmp_path / "three")
     assert done.returncode == 0, done.stderr[-6000:]
@@ -495,11 +497,12 @@ def test_a_checkpoint_of_3_ranks_loads_at_2(tmp_path):
 FAILING = {"rule": "adamw", "groups": SHAPES, "options": {}, "steps": 4, "fail_rank": 1, "fail_step": 1}
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
-def test_torchrun_job_ends_when_a_rank_raises(tmp_path):
+def test_torchrun_job_ends_when_a_rank_raises(tmp_path, vk_seed):
     """torchrun's agent stops every rank when one exits with an error (the others' next
     collective fails at once: gloo sees the connection close)."""
-    config = _prepare(FAILING, tmp_path)
+    config = _prepare(FAILING, tmp_path, vk_seed)
     done, seconds = launch("torch", 2, config, tmp_path / "job", timeout=120)
     assert done.returncode != 0
     assert "fails on purpose" in done.stdout + done.stderr
@@ -507,11 +510,12 @@ def test_torchrun_job_ends_when_a_rank_raises(tmp_path):
     assert seconds < 90, seconds
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
-def test_a_rank_that_hangs_times_out_the_others(tmp_path):
+def test_a_rank_that_hangs_times_out_the_others(tmp_path, vk_seed):
     """A rank alive but gone from the collectives: gloo's timeout (init_process_group(timeout=))
     ends the others' wait with an error, and torchrun then ends the job."""
-    config = _prepare(FAILING | {"hang": True}, tmp_path)
+    config = _prepare(FAILING | {"hang": True}, tmp_path, vk_seed)
     done, seconds = launch("torch", 2, config, tmp_path / "job", timeout=200, gloo_timeout=10)
     assert done.returncode != 0
     assert pickle.loads((tmp_path / "job" / "rank1.pkl").read_bytes())["hanging"]
@@ -520,11 +524,12 @@ def test_a_rank_that_hangs_times_out_the_others(tmp_path):
     assert 10 <= seconds < 150, seconds
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
-def test_mpirun_job_ends_when_a_rank_raises(tmp_path):
+def test_mpirun_job_ends_when_a_rank_raises(tmp_path, vk_seed):
     """Under ``python -m mpi4py`` an uncaught exception calls MPI_Abort: mpirun ends every rank."""
-    config = _prepare(FAILING, tmp_path)
+    config = _prepare(FAILING, tmp_path, vk_seed)
     done, seconds = launch("mpi", 2, config, tmp_path / "job", timeout=120)
     assert done.returncode != 0
     assert "fails on purpose" in done.stdout + done.stderr
@@ -532,12 +537,13 @@ def test_mpirun_job_ends_when_a_rank_raises(tmp_path):
     assert seconds < 90, seconds
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
-def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
+def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path, vk_seed):
     """MPI collectives have no timeout of their own: mpirun's ``--timeout`` (or
     ``MPIEXEC_TIMEOUT``) bounds the job instead."""
-    config = _prepare(FAILING | {"hang": True}, tmp_path)
+    config = _prepare(FAILING | {"hang": True}, tmp_path, vk_seed)
     done, seconds = launch("mpi", 2, config, tmp_path / "job", timeout=120, mpi_timeout=15)
     assert done.returncode != 0
     assert pickle.loads((tmp_path / "job" / "rank1.pkl").read_bytes())["hanging"]
@@ -551,6 +557,7 @@ def test_mpirun_timeout_ends_a_job_whose_rank_hangs(tmp_path):
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 def test_the_example_fine_tunes_on_two_ranks(tmp_path):
     port = str(_free_port())
@@ -585,6 +592,7 @@ def test_the_example_fine_tunes_on_two_ranks(tmp_path):
         assert opt.state_dict()["state"][0]["step"] == 60.0
 
 
+@pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 def test_bench_zero_reports_every_backend_and_the_shards_state(tmp_path):
     """Every row, NumPy params and device buffers (kp tensors on each rank's manager) on each
