@@ -121,6 +121,15 @@ class Runtime(Closable):
         )
         #: maxPushConstantsSize (the spec's minimum, 128, where kp cannot read it).
         self.max_push_bytes = int(props.get("max_push_constants_size", 128))
+        #: Storage buffers one compute pipeline may bind: maxPerStageDescriptorStorageBuffers and
+        #: maxDescriptorSetStorageBuffers, the smaller (the spec's minimum, 4, where kp cannot tell).
+        self.max_storage_buffers = min(
+            int(props.get("max_per_stage_descriptor_storage_buffers", 4)),
+            int(props.get("max_descriptor_set_storage_buffers", 4)),
+        )
+        #: maxMemoryAllocationSize (maintenance3): the largest single allocation; 2^30 bytes (the
+        #: spec's minimum) where kp cannot read it.
+        self.max_allocation_bytes = int(props.get("max_memory_allocation_size", 1 << 30))
         self.binding_alignment = int(
             props.get("min_storage_buffer_offset_alignment", SPEC_MAX_OFFSET_ALIGNMENT)
         )
@@ -146,6 +155,12 @@ class Runtime(Closable):
         Only the staging copy is filled: upload it (``upload_op``) before a shader reads it.
         """
         flat = np.ascontiguousarray(data).reshape(-1)
+        if flat.nbytes > self.max_allocation_bytes:
+            raise ValueError(
+                f"a buffer of {flat.nbytes} bytes is larger than {self.device.name} allocates at once "
+                f"(maxMemoryAllocationSize: {self.max_allocation_bytes} bytes); split the params "
+                "into several groups or kp tensors"
+            )
         if exportable:
             if self._sharing is None:
                 self._sharing = sharing(self.manager)
@@ -198,6 +213,12 @@ class Runtime(Closable):
         ``windows``: binding i is the byte window ``windows[i]`` = (offset, range; range 0: the
         whole buffer) of ``buffers[i]`` (``_optim/windows.py``); None binds every buffer whole.
         """
+        if len(buffers) > self.max_storage_buffers:
+            raise ValueError(
+                f"this shader binds {len(buffers)} storage buffers, more than {self.device.name} "
+                f"allows one compute pipeline (maxPerStageDescriptorStorageBuffers / "
+                f"maxDescriptorSetStorageBuffers: {self.max_storage_buffers}); it cannot run here"
+            )
         cap = self.workgroup_cap if max_groups is None else min(self.workgroup_cap, max_groups)
         groups = max(1, min(cap, -(-items // threads)))
         args = (
