@@ -94,6 +94,35 @@ class KpFeatures:
         return "dispatch barrier opt-out" in self.patches
 
     @property
+    def device_limits(self) -> bool:
+        """``get_device_properties()`` reports the device's limits, features, extensions and
+        memory heaps (kp patch 0020; see ``limits.py``), not only its workgroup limits."""
+        return "device limits" in self.patches
+
+    @property
+    def portability_enumeration(self) -> bool:
+        """The instance asks the loader for portability devices (MoltenVK) where it offers
+        VK_KHR_portability_enumeration; ``kp.portability_enumeration()`` says if it did."""
+        return "portability enumeration" in self.patches
+
+    @property
+    def upload_counter(self) -> bool:
+        """``Tensor.uploads()`` counts the evaluated ``OpTensorSyncDevice`` copies over a
+        tensor's device memory (a recorded sequence evaluated n times counts n)."""
+        return "upload counter" in self.patches
+
+    @property
+    def eval_once(self) -> bool:
+        """``kp.OpEvalOnce(message)``: its sequence refuses a second evaluation with
+        RuntimeError(message) before anything of it is submitted; ``Sequence.evaluations()``."""
+        return "eval once" in self.patches
+
+    @property
+    def device_handles(self) -> bool:
+        """``device_handle()`` on tensors, sequences and managers: their VkDevice as an int."""
+        return "device handles" in self.patches
+
+    @property
     def missing(self) -> tuple[str, ...]:
         """Required patches this build lacks."""
         have = set(self.patches) | ({"OpMemoryBarrier"} if self.memory_barriers else set())
