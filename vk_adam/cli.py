@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ._optim import subgroup_unsupported
-    from ._runtime import DEVICE_ENV, kp_features, list_devices, select_device
+    from ._runtime import DEVICE_ENV, all_device_limits, kp_features, list_devices, select_device
 
     devices = list_devices()
     chosen = select_device(args.device)
@@ -26,18 +26,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
             "synchronization: bridge-copy fallback (stock kp); run `bash scripts/setup.sh` to "
             "build vk-adam's patched kp"
         )
+    limits = {i: lim for i, lim in enumerate(all_device_limits())}
     for d in devices:
         mark = "*" if d.index == chosen.index else " "
         print(f"{mark} [{d.index}] {d.name}")
         print(f"      type: {d.device_type}   driver: {d.driver}   Vulkan API: {d.api_version}")
         print(f"      max workgroups (x): {d.max_workgroup_count}   timestamps: {d.timestamps_supported}")
-        reason = subgroup_unsupported(d)
-        path = (
-            f"subgroup variant (subgroups of {d.subgroup_size})"
-            if reason is None
-            else f"base variant ({reason})"
-        )
-        print(f"      8-bit state: {path}")
+        for line in _can_run(d, limits.get(d.index)):
+            print(f"      {line}")
     from ._runtime import open_device, sharing
 
     with open_device(args.device) as handle:
@@ -45,6 +41,43 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"sharing ({chosen.name}): {shared.describe() if shared else 'unknown (kp without patch 0017)'}")
     print(f"using [{chosen.index}] {chosen.name}  (override with --device or ${DEVICE_ENV})")
     return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def _can_run(d: Any, lim: Any) -> list[str]:
+    """The limits that matter to vk-adam on device ``d`` and what it can run there."""
+    from ._optim import subgroup_unsupported
+
+    reason = subgroup_unsupported(d)
+    if reason is None:
+        int8 = f"yes (subgroup variant, subgroups of {d.subgroup_size})"
+    elif d.max_workgroup_size >= 256:
+        int8 = f"yes (base variant: {reason})"
+    else:
+        int8 = f"no: the base variant needs 256 invocations per workgroup, and {reason}"
+    if lim is None:
+        return [f"8-bit state: {int8}", "limits: unknown (this kp build cannot read them)"]
+    lines = [
+        f"maxStorageBufferRange {_mib(lim.max_storage_buffer_range)} (larger buffers: one dispatch per "
+        f"window), maxMemoryAllocationSize {_mib(lim.max_memory_allocation_size)}, "
+        f"minStorageBufferOffsetAlignment {lim.min_storage_buffer_offset_alignment}",
+        f"maxPushConstantsSize {lim.max_push_constants_size} bytes, storage buffers per pipeline "
+        f"{min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)}, "
+        f"workgroup {d.max_workgroup_size} invocations (vk-adam runs {min(256, d.max_workgroup_size)})",
+    ]
+    bindings = min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)
+    # The harness binds 5 + 2 K buffers for K state buffers (vk_adam_rule.glsl).
+    rules = ", ".join(f"{k} state: {'yes' if 5 + 2 * k <= bindings else 'no'}" for k in (0, 1, 2, 3))
+    lines.append(f"rules by state buffers: {rules}")
+    lines.append("fp32 / fp16 / bf16 params, bf16 state: yes; 8-bit state: " + int8)
+    if lim.assumed:
+        lines.append(f"assumed (the spec's guarantee; kp cannot read): {', '.join(sorted(lim.assumed))}")
+    if lim.portability_subset:
+        lines.append("portability subset (MoltenVK and the like): enabled")
+    return lines
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:

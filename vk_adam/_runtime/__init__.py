@@ -41,6 +41,7 @@ from .external import (
     upload_and_wait,
 )
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
+from .limits import DeviceLimits, all_device_limits, device_limits
 from .runtime import (
     MAX_BINDING_BYTES_ENV,
     MAX_WORKGROUPS,
@@ -74,6 +75,7 @@ __all__ = [
     "CudaBridge",
     "DeviceHandle",
     "DeviceInfo",
+    "DeviceLimits",
     "DeviceStaging",
     "HostMirrorBridge",
     "KpFeatures",
@@ -84,6 +86,7 @@ __all__ = [
     "Sharing",
     "StockKpWarning",
     "UuidLike",
+    "all_device_limits",
     "as_manager",
     "as_torch",
     "bridge_for",
@@ -91,6 +94,7 @@ __all__ = [
     "copy_regions_op",
     "described",
     "described_or_refuse",
+    "device_limits",
     "device_of",
     "element_count",
     "export_fd",

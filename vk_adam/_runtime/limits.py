@@ -225,4 +225,12 @@ def device_limits(manager: Any) -> DeviceLimits:
     return DeviceLimits.from_properties(as_manager(manager).get_device_properties())
 
 
-__all__ = ["VULKAN_NAMES", "DeviceLimits", "MemoryHeap", "device_limits"]
+def all_device_limits() -> list[DeviceLimits]:
+    """Every device's limits, in kp's device order, read without opening a device."""
+    from ._kp import kp_module
+
+    listed = getattr(kp_module(), "list_devices", None)
+    return [DeviceLimits.from_properties(props) for props in (listed() if listed is not None else [])]
+
+
+__all__ = ["VULKAN_NAMES", "DeviceLimits", "MemoryHeap", "all_device_limits", "device_limits"]

@@ -32,6 +32,7 @@ from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .barriers import full_barrier_op
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
+from .limits import DeviceLimits
 from .sequences import Pending, RecordedByKey, Sequences, rerecord
 
 Array = npt.NDArray[Any]
@@ -55,10 +56,6 @@ def max_elements() -> int:
 #: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
 #: the windowed path (``_optim/windows.py``) that large ones take on real devices.
 MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
-#: What the Vulkan spec guarantees when a kp build cannot say: maxStorageBufferRange's minimum
-#: (2^27 bytes) and minStorageBufferOffsetAlignment's largest allowed value (256 bytes).
-SPEC_MIN_STORAGE_BUFFER_RANGE = 1 << 27
-SPEC_MAX_OFFSET_ALIGNMENT = 256
 
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
@@ -113,26 +110,22 @@ class Runtime(Closable):
         self.threads = max((t for t in (256, 128, 64) if t <= self.device.max_workgroup_size), default=64)
         limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
         self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
-        #: The largest byte range one storage-buffer binding may span, and the alignment of a
-        #: binding's offset (the device's limits; the spec's bounds where kp cannot read them).
+        #: What the device can hold (maxStorageBufferRange, push constants, bindings, ...), read
+        #: from it; the spec's guarantees where this kp build cannot read them (``limits``).
+        self.limits = DeviceLimits.from_properties(props)
+        #: The largest byte range one storage-buffer binding may span (``$VK_ADAM_MAX_BINDING_BYTES``
+        #: may lower it, for tests), and the alignment of a binding's offset.
         self.max_binding_bytes = min(
-            int(props.get("max_storage_buffer_range", SPEC_MIN_STORAGE_BUFFER_RANGE)),
-            env_int(MAX_BINDING_BYTES_ENV, 1 << 62),
+            self.limits.max_storage_buffer_range, env_int(MAX_BINDING_BYTES_ENV, 1 << 62)
         )
-        #: maxPushConstantsSize (the spec's minimum, 128, where kp cannot read it).
-        self.max_push_bytes = int(props.get("max_push_constants_size", 128))
-        #: Storage buffers one compute pipeline may bind: maxPerStageDescriptorStorageBuffers and
-        #: maxDescriptorSetStorageBuffers, the smaller (the spec's minimum, 4, where kp cannot tell).
+        self.binding_alignment = self.limits.min_storage_buffer_offset_alignment
+        self.max_push_bytes = self.limits.max_push_constants_size
+        #: Storage buffers one compute pipeline may bind.
         self.max_storage_buffers = min(
-            int(props.get("max_per_stage_descriptor_storage_buffers", 4)),
-            int(props.get("max_descriptor_set_storage_buffers", 4)),
+            self.limits.max_per_stage_descriptor_storage_buffers,
+            self.limits.max_descriptor_set_storage_buffers,
         )
-        #: maxMemoryAllocationSize (maintenance3): the largest single allocation; 2^30 bytes (the
-        #: spec's minimum) where kp cannot read it.
-        self.max_allocation_bytes = int(props.get("max_memory_allocation_size", 1 << 30))
-        self.binding_alignment = int(
-            props.get("min_storage_buffer_offset_alignment", SPEC_MAX_OFFSET_ALIGNMENT)
-        )
+        self.max_allocation_bytes = self.limits.max_memory_allocation_size
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
