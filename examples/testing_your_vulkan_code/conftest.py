@@ -1,6 +1,7 @@
-"""The project's own fixtures. The Vulkan ones (``kp_manager``, ``vulkan_device``), the
-``--vk-validation`` option and the ``requires_gpu`` marker come from vk-adam's pytest plugin,
-which pytest loads by itself once vk-adam is installed: nothing to import for them."""
+"""The project's own fixtures. The Vulkan ones (``kp_manager``, ``vulkan_device``), the test's
+seed (``vk_seed``), the ``--vk-validation`` option and the ``requires_gpu`` marker come from
+vk-adam's pytest plugin, which pytest loads by itself once vk-adam is installed: nothing to
+import for them."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ def spirv(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng()
+def rng(vk_seed: int) -> np.random.Generator:
+    """Random inputs from the test's seed: a failure prints the command that replays it."""
+    return np.random.default_rng(vk_seed)
 
 
 @pytest.fixture
