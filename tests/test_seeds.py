@@ -207,3 +207,30 @@ def test_a_seed_sweep_lists_each_failure_with_its_seed(pytester, monkeypatch):
     assert (
         f"replay: VK_ADAM_TEST_SEED={failing[0]} python -m pytest test_sweep.py::test_one_in_three" in output
     )
+
+
+def test_the_flake_hunt_script_lists_each_failure_with_its_seed(tmp_path):
+    """scripts/flake-hunt.sh splits the seeds over processes and merges what they found."""
+    (tmp_path / "test_hunted.py").write_text(SWEEP)
+    out = tmp_path / "hunt"
+    env = {k: v for k, v in os.environ.items() if k != "VK_ADAM_TEST_SEED"}
+    env["VK_ADAM_VENV"] = str(Path(sys.executable).parent.parent)
+    hunt = [str(ROOT / "scripts" / "flake-hunt.sh"), "-n", "9", "--start", "500", "--jobs", "2"]
+    done = subprocess.run(
+        ["bash", *hunt, "--out", str(out), str(tmp_path / "test_hunted.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    nodeid = "test_hunted.py::test_one_in_three"
+    failing = [s for s in range(500, 509) if derive_seed(s, nodeid) % 3 == 0]
+    assert failing, "no seed of 9 fails: pick another range"
+    assert done.returncode == 1, output
+    counts = json.loads((out / "counts.json").read_text())
+    assert counts["session_seed_ranges"] == [[500, 504], [505, 508]]
+    assert counts["tests"] == {nodeid: {"runs": 9, "failed_seeds": failing}}
+    assert f"1 tests drew from their seed; 9 runs; {len(failing)} failed" in output
+    assert f"FAILED at seed {failing[0]}: VK_ADAM_TEST_SEED={failing[0]} python -m pytest {nodeid}" in output
