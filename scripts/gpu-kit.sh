@@ -27,6 +27,8 @@ SYSTEM_DEBS=(libvulkan1 libvulkan-dev libfmt9 libfmt-dev vulkan-validationlayers
 # Unpacked beside the kit (tools only, put on PATH).
 TOOL_DEBS=(glslang-tools spirv-tools)
 WHEELS=(hatchling editables trove-classifiers pathspec packaging pluggy "pybind11>=3" setuptools wheel)
+# The suite's own test tools the GPU machine may lack: workers on every core, per-process GPU memory.
+TEST_WHEELS=(pytest-xdist execnet nvidia-ml-py)
 
 case "$MODE" in
 download)
@@ -38,6 +40,9 @@ download)
     --python-version "${KIT_PYTHON_VERSION:-3.12}" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
     -d "$DIR/wheels" "${WHEELS[@]}"
+  "$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: --no-deps \
+    --python-version "${KIT_PYTHON_VERSION:-3.12}" --implementation cp --platform any \
+    -d "$DIR/wheels" "${TEST_WHEELS[@]}"
   "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: kp==0.9.0 -d "$DIR"
   log "kit in $DIR ($(du -sh "$DIR" | cut -f1))"
   ;;
@@ -65,6 +70,8 @@ install)
   eval "$(bash "${BASH_SOURCE[0]}" env "$DIR")"
   "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \
     hatchling editables "pybind11>=3" setuptools wheel
+  "$PY" -m pip install -q --disable-pip-version-check --no-index --no-deps --find-links "$DIR/wheels" \
+    "${TEST_WHEELS[@]}"
   wheel="$(bash "$ROOT/scripts/build-kp.sh" --sdist "$DIR"/kp-0.9.0.tar.gz --python "$PY" --cache "$DIR/cache")"
   "$PY" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
   "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \

@@ -31,6 +31,10 @@
 #   suite     suite.txt: the whole suite and the Lion plugin's under validation
 #             ($SUITE_SECONDS, default 520)
 #   rest      rest.txt: the ZeRO-1 device and shard tests and the Lion plugin's, under validation
+#   verify    info.txt; suite.txt: the whole suite under validation on $WORKERS (default 6) xdist
+#             workers, then the tests marked exclusive alone
+#   scale     largest-*.json (benchmarks/largest_step.py: fp32 kp tensors and bf16 + int8 state,
+#             $LARGEST elements, default 2^32), bench/ (vk-adam bench, main cases) and zero/
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,8 +49,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -100,6 +104,30 @@ case "$mode" in
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
       -p no:cacheprovider -q > "$OUT/suite.txt" 2>&1
     echo "suite rc=$?"; tail -8 "$OUT/suite.txt"
+    exit 0;;
+  verify)
+    "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; cat "$OUT/info.txt"
+    start=$(date +%s)
+    timeout "${SUITE_SECONDS:-420}" "$PYTHON" -m pytest --vk-validation -n "${WORKERS:-6}" -m "not exclusive" \
+      tests plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/suite.txt" 2>&1
+    echo "suite rc=$? in $(( $(date +%s) - start )) s"; tail -12 "$OUT/suite.txt"
+    start=$(date +%s)
+    timeout 150 "$PYTHON" -m pytest --vk-validation -p no:xdist -m exclusive tests plugins/vk-adam-lion/tests \
+      -p no:cacheprovider -q > "$OUT/suite-exclusive.txt" 2>&1
+    echo "exclusive rc=$? in $(( $(date +%s) - start )) s"; tail -8 "$OUT/suite-exclusive.txt"
+    exit 0;;
+  scale)
+    "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; grep -A4 "^\*" "$OUT/info.txt"
+    for fmt in "" --bf16-int8; do
+      # shellcheck disable=SC2086
+      timeout 150 "$PYTHON" benchmarks/largest_step.py --elements "${LARGEST:-$((1 << 32))}" $fmt \
+        --out "$OUT" > "$OUT/largest$fmt.log" 2>&1
+      echo "largest $fmt rc=$?"; tail -30 "$OUT/largest$fmt.log"
+    done
+    timeout 240 "$PYTHON" -m vk_adam bench --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+    echo "bench rc=$?"; tail -30 "$OUT/bench.log"
+    timeout 150 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
+    echo "zero rc=$?"; tail -16 "$OUT/zero.log"
     exit 0;;
   rest)
     # shellcheck disable=SC2046
