@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._errors import (
+        DeviceCapabilityError,
         LostUpdateWarning,
         NoVulkanDeviceError,
         OptimizerClosedError,
@@ -58,6 +59,7 @@ __version__ = "0.1.0"
 #: Where each public name is defined (``__getattr__`` imports it on first use).
 _DEFINED_IN = {
     "._errors": (
+        "DeviceCapabilityError",
         "LostUpdateWarning",
         "NoVulkanDeviceError",
         "OptimizerClosedError",
@@ -105,6 +107,7 @@ __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "DeviceCapabilityError",
     "DeviceHandle",
     "DeviceInfo",
     "InvalidRuleError",

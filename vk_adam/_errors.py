@@ -31,3 +31,8 @@ class LostUpdateWarning(UserWarning):
 class PortabilityWarning(UserWarning):
     """A rule or setting that runs here but not on every Vulkan device (it needs more than the
     spec's minimum limits); devices that cannot hold it refuse it by name."""
+
+
+class DeviceCapabilityError(ValueError):
+    """The device cannot run what was asked: a Vulkan limit or feature it lacks. The message names
+    the limit, the device's value and what is needed; nothing was changed."""

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import _formats as fmt
+from .._errors import DeviceCapabilityError
 from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
 from .._runtime import WORKGROUP_SIZE, Runtime
 from .buffers import BufferSet, Group, GroupBuilder
@@ -138,7 +139,7 @@ def _update_pipeline(
     spirv, items = str(group.variant.spirv), -(-chunk.count // 4)  # a vec4 each
     max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
     if not dev.builder.has_formats(group.variant) and threads > dev.shape.max_workgroup_size:
-        raise ValueError(
+        raise DeviceCapabilityError(
             f"this device allows {dev.shape.max_workgroup_size} invocations per workgroup "
             f"(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0]); {spirv} was built "
             "against an older vk_adam_rule.glsl and runs 256: rebuild the plugin against this vk-adam"
@@ -160,7 +161,7 @@ def _update_pipeline(
     bset.spirv, bset.spec = spirv, tuple(spec)
     shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
     if 4 * push > dev.rt.max_push_bytes:
-        raise ValueError(
+        raise DeviceCapabilityError(
             f"rule {group.variant.spirv}: its {4 * push} bytes of push constants exceed this device's "
             f"maxPushConstantsSize ({dev.rt.max_push_bytes} bytes); the rule cannot run here"
         )

@@ -31,6 +31,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._errors import DeviceCapabilityError
 from .._inputs import env_int
 from .._rules import subgroup_spirv
 from .._runtime import DeviceInfo
@@ -174,12 +175,14 @@ def update_launch(
             "(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0])"
         )
         if quantized:
-            raise ValueError(
+            raise DeviceCapabilityError(
                 f"{limit}, and 8-bit state runs the base variant's loop here, whose shared block "
                 "maxima need 256 (the subgroup variant cannot run on this device): use "
                 "state_dtype='bfloat16' or 'float32'"
             )
-        raise ValueError(f"{limit}; {spirv} was built before the workgroup-size constant and runs 256")
+        raise DeviceCapabilityError(
+            f"{limit}; {spirv} was built before the workgroup-size constant and runs 256"
+        )
     max_groups = shape.int8_workgroups if quantized else None
     return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups, threads)
 

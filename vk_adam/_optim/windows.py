@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import _formats as fmt
+from .._errors import DeviceCapabilityError
 from .storage import GroupFormat
 
 #: Bytes per element as (numerator, denominator) of each kind of buffer a set binds.
@@ -48,7 +49,7 @@ def chunks(n: int, max_range: int, alignment: int) -> list[Chunk]:
     granule = 64 * max(alignment, WIDEST)
     per = (max_range // WIDEST) // granule * granule
     if per <= 0:
-        raise ValueError(
+        raise DeviceCapabilityError(
             f"the device's maxStorageBufferRange ({max_range} bytes) is below one aligned chunk of "
             f"{granule} elements (minStorageBufferOffsetAlignment {alignment}); vk-adam cannot bind "
             "its buffers on this device"

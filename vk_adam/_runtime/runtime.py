@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import NoVulkanDeviceError
+from .._errors import DeviceCapabilityError, NoVulkanDeviceError
 from .._inputs import env_int
 from .._lifetime import Closable
 from .._values import is_kp_tensor
@@ -149,7 +149,7 @@ class Runtime(Closable):
         """
         flat = np.ascontiguousarray(data).reshape(-1)
         if flat.nbytes > self.max_allocation_bytes:
-            raise ValueError(
+            raise DeviceCapabilityError(
                 f"a buffer of {flat.nbytes} bytes is larger than {self.device.name} allocates at once "
                 f"(maxMemoryAllocationSize: {self.max_allocation_bytes} bytes); split the params "
                 "into several groups or kp tensors"
@@ -207,7 +207,7 @@ class Runtime(Closable):
         whole buffer) of ``buffers[i]`` (``_optim/windows.py``); None binds every buffer whole.
         """
         if len(buffers) > self.max_storage_buffers:
-            raise ValueError(
+            raise DeviceCapabilityError(
                 f"this shader binds {len(buffers)} storage buffers, more than {self.device.name} "
                 f"allows one compute pipeline (maxPerStageDescriptorStorageBuffers / "
                 f"maxDescriptorSetStorageBuffers: {self.max_storage_buffers}); it cannot run here"
