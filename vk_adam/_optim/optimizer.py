@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._errors import DeviceCapabilityError
 from .._lifetime import Closable
 from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
@@ -103,10 +104,16 @@ class Optimizer(Closable, DeviceAccess):
         self._closed = False
         if exportable and "fd export" not in self.device.external_memory:
             self.close()
-            raise ValueError(
+            raise DeviceCapabilityError(
                 f"exportable=True: {self.device.name} cannot export buffer memory as opaque fds "
                 "(VK_KHR_external_memory_fd, and vk-adam's kp build); leave exportable off and "
                 "share through host memory (NumPy params) instead"
+            )
+        if profile and not self.device.timestamps_supported:
+            self.close()
+            raise DeviceCapabilityError(
+                f"profile=True times steps with timestamp queries, and {self.device.name} has none "
+                "(timestampComputeAndGraphics); leave profile off"
             )
         self._in_flight = InFlight(DeviceGroups.copy_back)
         try:
@@ -150,6 +157,11 @@ class Optimizer(Closable, DeviceAccess):
     @profile.setter
     def profile(self, value: bool) -> None:
         check_options(None, None, profile=value)
+        if value and not self.device.timestamps_supported:
+            raise DeviceCapabilityError(
+                f"profile=True times steps with timestamp queries, and {self.device.name} has none "
+                "(timestampComputeAndGraphics)"
+            )
         self._steps.profile = bool(value)
 
     @property

@@ -100,7 +100,9 @@ def subgroup_size(device: DeviceInfo) -> int:
     if reason is None:
         return device.subgroup_size
     if raw == "1":
-        raise ValueError(f"${SUBGROUPS_ENV}=1, but {device.name} cannot run the subgroup variant: {reason}")
+        raise DeviceCapabilityError(
+            f"${SUBGROUPS_ENV}=1, but {device.name} cannot run the subgroup variant: {reason}"
+        )
     return 0
 
 
@@ -204,7 +206,7 @@ def _workgroup_size(device: DeviceInfo) -> int:
     default = max(n for n in WORKGROUP_SIZES if n <= min(DEFAULT_WORKGROUP_SIZE, device.max_workgroup_size))
     size = env_int(WORKGROUP_SIZE_ENV, default, WORKGROUP_SIZES)
     if size > device.max_workgroup_size:
-        raise ValueError(
+        raise DeviceCapabilityError(
             f"${WORKGROUP_SIZE_ENV}={size}, but {device.name} runs at most {device.max_workgroup_size} "
             "invocations per workgroup: pick a smaller size, or unset it for the default (256)"
         )
