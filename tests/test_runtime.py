@@ -179,9 +179,12 @@ def test_an_application_shader_after_a_recorded_step_sees_its_update(rng, kp_man
     upload(kp_manager, copy, np.zeros(n, np.float32))
     kp = kp_module()
     push = np.array([n // 4], np.uint32).view(np.float32)
-    algo = kp_manager.algorithm(
-        [param, copy], load_spirv("copy"), [n // 4 // 256, 1, 1], np.zeros(0, np.float32), push
-    )
+    # the copy shader's workgroup size is specialization constant 25: as wide as the device allows
+    props = kp_manager.get_device_properties()
+    threads = min(256, props["max_work_group_invocations"], props["max_work_group_size"][0])
+    spec = np.zeros(26, np.float32)
+    spec.view(np.uint32)[25] = threads
+    algo = kp_manager.algorithm([param, copy], load_spirv("copy"), [n // 4 // threads, 1, 1], spec, push)
     seq = kp_manager.sequence()
     with vk_adam.AdamW([param], lr=0.01, manager=kp_manager) as opt:
         g = random_grad(rng, (n,))

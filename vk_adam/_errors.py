@@ -33,6 +33,7 @@ class PortabilityWarning(UserWarning):
     spec's minimum limits); devices that cannot hold it refuse it by name."""
 
 
-class DeviceCapabilityError(ValueError):
+class DeviceCapabilityError(VkAdamError, ValueError):
     """The device cannot run what was asked: a Vulkan limit or feature it lacks. The message names
-    the limit, the device's value and what is needed; nothing was changed."""
+    the limit, the device's value and what is needed; nothing was changed. (A ValueError too, as
+    the refusals of arguments a device cannot take were before.)"""

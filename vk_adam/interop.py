@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import DeviceCapabilityError
 from ._runtime import (
     EXPORT_DTYPES,
     Sharing,
@@ -158,7 +159,7 @@ def _sharing(manager: Any, need: str) -> Sharing:
         )
     if not getattr(info, need):
         what = {"fd_export": "export memory as an opaque fd", "fd_import": "import an opaque fd"}[need]
-        raise RuntimeError(
+        raise DeviceCapabilityError(
             f"this Vulkan device cannot {what} (VK_KHR_external_memory_fd for storage buffers); "
             "share through host memory instead"
         )

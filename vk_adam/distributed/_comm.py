@@ -273,6 +273,7 @@ _KINDS: dict[str, type[Exception]] = {
     "OptimizerClosedError": _errors.OptimizerClosedError,
     "NoVulkanDeviceError": _errors.NoVulkanDeviceError,
     "ShaderMissingError": _errors.ShaderMissingError,
+    "DeviceCapabilityError": _errors.DeviceCapabilityError,
 }
 
 
