@@ -374,12 +374,12 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _device_config(case: str, tmp_path: Path, manager: Any) -> dict[str, Any]:
+def _device_config(case: str, tmp_path: Path, manager: Any, seed: int) -> dict[str, Any]:
     config = dict(CASES[case])
     if config["params"] == "lora":  # the gradients' shape: the adapter's flat buffer
         config["groups"] = [[(worker.make_adapter({**config, "seed": 0}).flat_params.size,)]]
     # one scale and quantum for every rank's float32 gradients: their sum is exact at 3 and 4 ranks
-    config = _prepare({**config, "load_single": None, "shared_scale": True}, tmp_path)
+    config = _prepare({**config, "load_single": None, "shared_scale": True}, tmp_path, seed)
     if CASES[case].get("load_single"):  # one process's state dict (over kp tensors), a few steps in
         config["load_single"] = CASES[case]["load_single"]
         ref = Reference(config, manager)
@@ -506,8 +506,10 @@ PLAN = {
 }
 
 
-def _run_case(launcher: str, world: int, case: str, tmp_path: Path, manager: Any, staging: str) -> None:
-    config = _device_config(case, tmp_path, manager)
+def _run_case(
+    launcher: str, world: int, case: str, tmp_path: Path, manager: Any, staging: str, seed: int
+) -> None:
+    config = _device_config(case, tmp_path, manager, seed)
     done, seconds = launch(launcher, world, config, tmp_path / "job")
     print(f"{launcher}, {world} ranks, {case}: {seconds:.1f} s")
     check_device_job(config, world, tmp_path / "job", done, manager, staging)
@@ -516,41 +518,41 @@ def _run_case(launcher: str, world: int, case: str, tmp_path: Path, manager: Any
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(("world", "kind"), RUNS)
-def test_torchrun_gloo_over_device_buffers_matches_one_process(tmp_path, kp_manager, world, kind):
-    _run_case("torch", world, PLAN["torch", world, kind], tmp_path, kp_manager, "host memory import")
+def test_torchrun_gloo_over_device_buffers_matches_one_process(tmp_path, kp_manager, world, kind, vk_seed):
+    _run_case("torch", world, PLAN["torch", world, kind], tmp_path, kp_manager, "host memory import", vk_seed)
 
 
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize(("world", "kind"), RUNS)
-def test_mpirun_over_device_buffers_matches_one_process(tmp_path, kp_manager, world, kind):
-    _run_case("mpi", world, PLAN["mpi", world, kind], tmp_path, kp_manager, "host memory import")
+def test_mpirun_over_device_buffers_matches_one_process(tmp_path, kp_manager, world, kind, vk_seed):
+    _run_case("mpi", world, PLAN["mpi", world, kind], tmp_path, kp_manager, "host memory import", vk_seed)
 
 
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
 @pytest.mark.parametrize("case", ["kp-adamw-clip-groups", "kp-tiny-empty-shard"])
-def test_mapped_staging_over_mpirun_matches_one_process(tmp_path, kp_manager, monkeypatch, case):
+def test_mapped_staging_over_mpirun_matches_one_process(tmp_path, kp_manager, monkeypatch, case, vk_seed):
     """Where the device cannot import host memory (here: $VK_ADAM_HOST_IMPORT=0), the host
     buffers are host-visible kp tensors' mapped memory: the same results."""
     monkeypatch.setenv("VK_ADAM_HOST_IMPORT", "0")
-    _run_case("mpi", 3, case, tmp_path, kp_manager, "mapped staging")
+    _run_case("mpi", 3, case, tmp_path, kp_manager, "mapped staging", vk_seed)
 
 
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
-def test_a_rank_that_owns_nothing_still_moves_the_device_buffers(tmp_path, kp_manager):
-    _run_case("torch", 3, "kp-tiny-empty-shard", tmp_path, kp_manager, "host memory import")
+def test_a_rank_that_owns_nothing_still_moves_the_device_buffers(tmp_path, kp_manager, vk_seed):
+    _run_case("torch", 3, "kp-tiny-empty-shard", tmp_path, kp_manager, "host memory import", vk_seed)
 
 
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @needs_mpi
-def test_a_device_checkpoint_of_3_ranks_loads_at_2(tmp_path, kp_manager):
+def test_a_device_checkpoint_of_3_ranks_loads_at_2(tmp_path, kp_manager, vk_seed):
     """Saved by 3 ranks over kp tensors (torchrun), loaded by 2 (mpirun): re-sharded."""
-    config = _device_config("kp-int8-skip", tmp_path, kp_manager)
+    config = _device_config("kp-int8-skip", tmp_path, kp_manager, vk_seed)
     done, _ = launch("torch", 3, config, tmp_path / "three")
     assert done.returncode == 0, done.stderr[-6000:]
     resumed = dict(config, load=str(tmp_path / "three" / "state.pkl"))

@@ -140,8 +140,10 @@ def test_without_the_stand_in_gloo_keeps_the_host_path(rng, one_rank, kp_manager
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(("world", "case"), [(2, "kp-adamw-clip-groups"), (3, "kp-int8-skip")])
-def test_torchrun_over_the_vulkan_buffers_matches_one_process(tmp_path, kp_manager, mirror, world, case):
-    _run_case("torch", world, case, tmp_path, kp_manager, MIRROR)
+def test_torchrun_over_the_vulkan_buffers_matches_one_process(
+    tmp_path, kp_manager, mirror, world, case, vk_seed
+):
+    _run_case("torch", world, case, tmp_path, kp_manager, MIRROR, vk_seed)
 
 
 def test_the_nccl_transport_is_chosen_only_for_nccl_on_the_same_gpu(one_rank, kp_manager, monkeypatch):
