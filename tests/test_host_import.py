@@ -13,11 +13,22 @@ kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
 from vk_adam._optim import host_memory  # noqa: E402
+from vk_adam._runtime import sharing  # noqa: E402
 from vk_adam._runtime.external import supported  # noqa: E402
 
 from .conftest import random_grad, scale_error  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not supported(), reason="kp without vk-adam's patch 0017 (stock kp)")
+
+
+@pytest.fixture(autouse=True)
+def _host_import_device():
+    """These tests are about imports: a device without them steps through staging instead
+    (the same results, which the rest of the suite checks)."""
+    with vk_adam.open_device() as handle:
+        if not getattr(sharing(handle.manager), "host_import", False):
+            pytest.skip(f"{handle.info.name} cannot import host memory (VK_EXT_external_memory_host)")
+
 
 # Sizes on both sides of MIN_IMPORT_BYTES (64 KiB = 16,384 float32): imported and staged params
 # share one flat buffer.

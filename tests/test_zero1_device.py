@@ -27,6 +27,7 @@ pytest.importorskip("torch")
 
 import vk_adam
 import vk_adam.distributed as vkd
+from vk_adam._runtime import sharing
 from vk_adam.lora import LoRAAdapter, update_lora_adapter
 from vk_adam.schedules import CosineDecay
 
@@ -50,6 +51,10 @@ def staging(request, monkeypatch):
     """Host-memory import (where the device has it), or mapped staging ($VK_ADAM_HOST_IMPORT=0)."""
     if request.param == "mapped":
         monkeypatch.setenv("VK_ADAM_HOST_IMPORT", "0")
+    else:
+        with vk_adam.open_device() as handle:
+            if not getattr(sharing(handle.manager), "host_import", False):
+                pytest.skip(f"{handle.info.name} cannot import host memory (VK_EXT_external_memory_host)")
     return request.param
 
 
