@@ -56,6 +56,10 @@ assert np.array_equal(t.data(), np.arange(512, dtype=np.float32)), t.data()[:8]
 @pytest.fixture(scope="session")
 def profiles_layer() -> Path:
     """The folder of the profiles layer's manifest (built and cached by the project's script)."""
+    from vk_adam._runtime import select_device
+
+    if "llvmpipe" not in select_device().name:
+        pytest.skip("device profiles are simulated on lavapipe, CI's driver; this machine runs a real GPU")
     done = subprocess.run(
         ["bash", str(ROOT / "scripts/build-profiles-layer.sh")], capture_output=True, text=True, timeout=900
     )

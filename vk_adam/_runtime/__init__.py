@@ -49,10 +49,9 @@ from .runtime import (
     WORKGROUP_SIZE,
     Pending,
     Runtime,
-    as_manager,
     max_elements,
 )
-from .shared import LINGER_ENV, DeviceHandle, open_device, open_devices
+from .shared import LINGER_ENV, DeviceHandle, as_manager, open_device, open_devices
 from .tensors import (
     device_of,
     element_count,

@@ -220,7 +220,7 @@ class DeviceLimits:
 
 def device_limits(manager: Any) -> DeviceLimits:
     """The limits of a ``kp.Manager``'s device (or a ``vk_adam.DeviceHandle``'s)."""
-    from .runtime import as_manager
+    from .shared import as_manager
 
     return DeviceLimits.from_properties(as_manager(manager).get_device_properties())
 

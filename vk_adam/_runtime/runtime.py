@@ -34,6 +34,7 @@ from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
 from .limits import DeviceLimits
 from .sequences import Pending, RecordedByKey, Sequences, rerecord
+from .shared import as_manager
 
 Array = npt.NDArray[Any]
 
@@ -60,18 +61,6 @@ MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
-
-
-def as_manager(manager: Any) -> Any:
-    """The ``kp.Manager`` meant by ``manager=``: a :class:`~.shared.DeviceHandle` stands for its
-    shared manager (``vk_adam.open_device()``); anything else is returned for the caller to check."""
-    if isinstance(manager, _shared.DeviceHandle):
-        if manager.manager is None:
-            raise ValueError(
-                "manager= got a closed DeviceHandle; open the device again (vk_adam.open_device())"
-            )
-        return manager.manager
-    return manager
 
 
 class Runtime(Closable):

@@ -247,3 +247,15 @@ def open_device(device: int | str | None = None) -> DeviceHandle:
             opt = vk_adam.AdamW([param], manager=dev.manager)
     """
     return DeviceHandle(device)
+
+
+def as_manager(manager: Any) -> Any:
+    """The ``kp.Manager`` meant by ``manager=``: a :class:`DeviceHandle` stands for its
+    shared manager (``vk_adam.open_device()``); anything else is returned for the caller to check."""
+    if isinstance(manager, DeviceHandle):
+        if manager.manager is None:
+            raise ValueError(
+                "manager= got a closed DeviceHandle; open the device again (vk_adam.open_device())"
+            )
+        return manager.manager
+    return manager
