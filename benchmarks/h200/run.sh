@@ -34,7 +34,8 @@
 #   verify    info.txt; suite.txt: the whole suite under validation on $WORKERS (default 6) xdist
 #             workers, then the tests marked exclusive alone
 #   scale     largest-*.json (benchmarks/largest_step.py: fp32 kp tensors and bf16 + int8 state,
-#             $LARGEST elements, default 2^32), bench/ (vk-adam bench, main cases) and zero/
+#             $LARGEST elements, default 2^32) and zero/ (vk-adam bench --cases zero --ranks 2)
+#   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,8 +50,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -120,14 +121,20 @@ case "$mode" in
     "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; grep -A4 "^\*" "$OUT/info.txt"
     for fmt in "" --bf16-int8; do
       # shellcheck disable=SC2086
-      timeout 150 "$PYTHON" benchmarks/largest_step.py --elements "${LARGEST:-$((1 << 32))}" $fmt \
+      timeout 130 "$PYTHON" benchmarks/largest_step.py --elements "${LARGEST:-$((1 << 32))}" $fmt \
         --out "$OUT" > "$OUT/largest$fmt.log" 2>&1
       echo "largest $fmt rc=$?"; tail -30 "$OUT/largest$fmt.log"
     done
-    timeout 240 "$PYTHON" -m vk_adam bench --out "$OUT/bench" > "$OUT/bench.log" 2>&1
-    echo "bench rc=$?"; tail -30 "$OUT/bench.log"
-    timeout 150 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
+    timeout 130 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"
+    exit 0;;
+  bench-main)
+    timeout 230 "$PYTHON" -m vk_adam bench --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+    echo "bench rc=$?"; tail -30 "$OUT/bench.log"
+    start=$(date +%s)
+    timeout "${EXCLUSIVE_SECONDS:-260}" "$PYTHON" -m pytest --vk-validation -p no:xdist -m exclusive tests \
+      plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/suite-exclusive.txt" 2>&1
+    echo "exclusive rc=$? in $(( $(date +%s) - start )) s"; tail -8 "$OUT/suite-exclusive.txt"
     exit 0;;
   rest)
     # shellcheck disable=SC2046
