@@ -25,7 +25,7 @@ export PIP_CONFIG_FILE=/dev/null
 unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_CONSTRAINT PYTHONPATH
 unset VK_INSTANCE_LAYERS VK_LAYER_SETTINGS_PATH KOMPUTE_VALIDATION_LOG PYTEST_ADDOPTS
 
-# --- the recipe: every command line of the doc's block is one here (tests/test_pytest_plugin.py) ---
+# --- the recipe: every command line of the doc's block is one here (tests/testing/test_pytest_plugin.py) ---
 missing() {
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 0

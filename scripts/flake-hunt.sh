@@ -15,8 +15,8 @@
 # DIR/counts.json and each process's log to DIR, and exits 1 if any run failed.
 #
 # Examples:
-#   bash scripts/flake-hunt.sh -n 1000 tests/test_properties.py
-#   bash scripts/flake-hunt.sh -n 10000 'tests/test_resident_demo.py::test_shaders_match_numpy_float64'
+#   bash scripts/flake-hunt.sh -n 1000 tests/optim/test_properties.py
+#   bash scripts/flake-hunt.sh -n 10000 'tests/commands/test_resident_demo.py::test_shaders_match_numpy_float64'
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -18,7 +18,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- 1. Debian packages -------------------------------------------------------------------
 DEB_PACKAGES=(mesa-vulkan-drivers glslang-tools spirv-tools libvulkan-dev libfmt-dev cmake g++ vulkan-tools)
-# The test extra brings mpi4py (ZeRO-1 over MPI, tests/test_zero1.py): Open MPI's mpirun and library.
+# The test extra brings mpi4py (ZeRO-1 over MPI, tests/distributed/test_zero1.py): Open MPI's mpirun and library.
 [ "${1:-}" = "test" ] && DEB_PACKAGES+=(openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

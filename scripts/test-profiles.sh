@@ -30,13 +30,14 @@ ORDER=(VP_ANDROID_baseline_2022 VP_KHR_roadmap_2022 VP_VK_ADAM_spec_min)
 # checks every built-in rule under every storage format (about 3 minutes a profile on 2 cores;
 # the formats' own tests stay).
 DEVICE_TESTS=(-m "not slow"
-  --deselect tests/test_formats.py::test_check_rule_runs_every_builtin_rule_under_every_format
-  tests/test_runtime.py tests/test_shared_device.py tests/test_formats.py
-  tests/test_device_buffers.py tests/test_host_import.py tests/test_errors.py
-  tests/test_async_and_nonfinite.py tests/test_clipping.py tests/test_lora.py
-  tests/test_interop_optimizer.py tests/test_state_dict.py tests/test_subgroups.py
-  tests/test_timeline_semaphores.py tests/test_memory.py tests/test_properties.py tests/test_options.py
-  tests/test_adam_reference.py tests/test_schedules.py tests/test_zero1_device.py)
+  --deselect tests/optim/test_formats.py::test_check_rule_runs_every_builtin_rule_under_every_format
+  tests/runtime/test_runtime.py tests/runtime/test_shared_device.py tests/optim/test_formats.py
+  tests/runtime/test_device_buffers.py tests/optim/test_host_import.py tests/optim/test_errors.py
+  tests/optim/test_async_and_nonfinite.py tests/optim/test_clipping.py tests/lora/test_lora.py
+  tests/interop/test_interop_optimizer.py tests/optim/test_state_dict.py tests/optim/test_subgroups.py
+  tests/runtime/test_timeline_semaphores.py tests/runtime/test_memory.py tests/optim/test_properties.py tests/optim/test_options.py
+  tests/optim/test_adam_reference.py tests/optim/test_schedules.py tests/distributed/test_zero1_device.py
+  tests/optim/test_windows.py tests/optim/test_app_mistakes.py tests/runtime/test_limit_refusals.py)
 
 profiles=()
 junit=""

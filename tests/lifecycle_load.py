@@ -1,4 +1,4 @@
-"""The load a long-lived process puts on the shared device, for tests/test_shared_device.py: run as
+"""The load a long-lived process puts on the shared device, for tests/runtime/test_shared_device.py: run as
 ``python -m tests.lifecycle_load NAME N`` in a fresh process, it prints one JSON line per sample
 (about 50 per run) with the process's RSS (MiB), open file descriptors and threads.
 

@@ -1,6 +1,6 @@
 """What code above the runtime may ask of a kp tensor, the one buffer type that crosses the
 runtime's boundary: its host staging view, its size, whether it has host memory, and freeing
-it. Every other package goes through these (``tests/test_architecture.py`` forbids calling kp
+it. Every other package goes through these (``tests/architecture/test_architecture.py`` forbids calling kp
 tensor methods outside ``_runtime``), so a kp quirk or a change of buffer type is handled here
 alone."""
 

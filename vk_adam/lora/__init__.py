@@ -23,7 +23,7 @@ the adapter dtypes and PEFT's tensor names), ``peft`` (PEFT's file layout, in pl
 ``adapter`` (the flat layout, the optimizer over it and :func:`update_lora_adapter`),
 ``torch_state`` (optimizer state by name; torch's AdamW state dicts), ``checkpoint_format`` (the
 sealed file and its checksum), ``checkpoint_verify`` (checks before a load changes anything) and
-``checkpoint`` (save and load). ``tests/test_architecture.py`` fails on any import cycle.
+``checkpoint`` (save and load). ``tests/architecture/test_architecture.py`` fails on any import cycle.
 """
 
 from .adapter import LoRAAdapter, update_lora_adapter
