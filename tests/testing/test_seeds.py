@@ -212,6 +212,7 @@ def test_a_seed_sweep_lists_each_failure_with_its_seed(pytester, monkeypatch):
 def test_the_flake_hunt_script_lists_each_failure_with_its_seed(tmp_path):
     """scripts/flake-hunt.sh splits the seeds over processes and merges what they found."""
     (tmp_path / "test_hunted.py").write_text(SWEEP)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # the rootdir, whatever lies above tmp_path
     out = tmp_path / "hunt"
     env = {k: v for k, v in os.environ.items() if k != "VK_ADAM_TEST_SEED"}
     env["VK_ADAM_VENV"] = str(Path(sys.executable).parent.parent)

@@ -104,17 +104,27 @@ class Runtime(Closable):
         self.limits = DeviceLimits.from_properties(props)
         #: The largest byte range one storage-buffer binding may span (``$VK_ADAM_MAX_BINDING_BYTES``
         #: may lower it, for tests), and the alignment of a binding's offset.
+        # A limit this kp build cannot read (a stock kp: ``limits.assumed``) is not enforced: the
+        # spec's guarantee (4 storage buffers per stage, 1 GiB allocations) would refuse every rule,
+        # and the stock path is the fallback that warns it is one.
+        readable = self.limits.assumed.isdisjoint
+        lim = self.limits
         self.max_binding_bytes = min(
-            self.limits.max_storage_buffer_range, env_int(MAX_BINDING_BYTES_ENV, 1 << 62)
+            lim.max_storage_buffer_range if readable({"max_storage_buffer_range"}) else 1 << 62,
+            env_int(MAX_BINDING_BYTES_ENV, 1 << 62),
         )
-        self.binding_alignment = self.limits.min_storage_buffer_offset_alignment
-        self.max_push_bytes = self.limits.max_push_constants_size
+        self.binding_alignment = lim.min_storage_buffer_offset_alignment
+        self.max_push_bytes = lim.max_push_constants_size
         #: Storage buffers one compute pipeline may bind.
-        self.max_storage_buffers = min(
-            self.limits.max_per_stage_descriptor_storage_buffers,
-            self.limits.max_descriptor_set_storage_buffers,
+        per_stage = {"max_per_stage_descriptor_storage_buffers", "max_descriptor_set_storage_buffers"}
+        self.max_storage_buffers = (
+            min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)
+            if readable(per_stage)
+            else 1 << 20
         )
-        self.max_allocation_bytes = self.limits.max_memory_allocation_size
+        self.max_allocation_bytes = (
+            lim.max_memory_allocation_size if readable({"max_memory_allocation_size"}) else 1 << 62
+        )
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
