@@ -29,6 +29,7 @@ LAYERS = {
     "testing": 3,
     "interop": 3,
     "pytest_plugin": 3,
+    "_pytest_seeds": 3,
     "distributed": 3,
     "_commands": 4,
     "cli": 5,

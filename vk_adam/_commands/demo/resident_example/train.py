@@ -289,8 +289,3 @@ class ResidentTrainer:
             obj.destroy()
         for tensor in (self.frozen, self.table, self.xs, self.ys, self.saved, self.losses):
             tensor.destroy()
-
-
-def open_manager(device_index: int) -> Any:
-    """The application's own kp.Manager on the Vulkan device vk-adam selected."""
-    return kp.Manager(device_index)
