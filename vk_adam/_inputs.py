@@ -24,12 +24,12 @@ def convert_float_or_refuse(
 
 def env_int(name: str, default: int, allowed: tuple[int, ...] | None = None) -> int:
     """The integer in environment variable ``name``: ``default`` when unset or blank, else one
-    of ``allowed`` (a choice of values), or without ``allowed`` a positive workgroup count."""
+    of ``allowed`` (a choice of values), or without ``allowed`` a positive integer."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     if allowed is not None and (not raw.isdigit() or int(raw) not in allowed):
         raise ValueError(f"${name} must be one of {', '.join(map(str, allowed))} (got {raw!r})")
     if allowed is None and (not raw.isdigit() or int(raw) < 1):
-        raise ValueError(f"${name} must be a positive workgroup count (got {raw!r})")
+        raise ValueError(f"${name} must be a positive integer (got {raw!r})")
     return int(raw)

@@ -33,8 +33,9 @@
 #   rest      rest.txt: the ZeRO-1 device and shard tests and the Lion plugin's, under validation
 #   verify    info.txt; suite.txt: the whole suite under validation on $WORKERS (default 6) xdist
 #             workers, then the tests marked exclusive alone
-#   scale     largest-*.json (benchmarks/largest_step.py: fp32 kp tensors and bf16 + int8 state,
-#             $LARGEST elements, default 2^32) and zero/ (vk-adam bench --cases zero --ranks 2)
+#   scale     largest-*.json (benchmarks/largest_step.py: 6 * 2^30 fp32 elements on kp tensors and
+#             8 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
+#             (vk-adam bench --cases zero --ranks 2)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
 set -uo pipefail
@@ -120,11 +121,13 @@ case "$mode" in
     exit 0;;
   scale)
     "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; grep -A4 "^\*" "$OUT/info.txt"
-    for fmt in "" --bf16-int8; do
+    # fp32: 6 * 2^30 elements in 8 kp tensors of 3 GiB (within maxMemoryAllocationSize); bf16 +
+    # int8: 8 * 2^30 NumPy elements (the host holds the arrays and vk-adam's staging copies)
+    for run in "--elements $((6 << 30))" "--elements ${LARGEST_BF16:-$((8 << 30))} --parts 16 --bf16-int8"; do
       # shellcheck disable=SC2086
-      timeout 130 "$PYTHON" benchmarks/largest_step.py --elements "${LARGEST:-$((1 << 32))}" $fmt \
-        --out "$OUT" > "$OUT/largest$fmt.log" 2>&1
-      echo "largest $fmt rc=$?"; tail -30 "$OUT/largest$fmt.log"
+      timeout "${LARGEST_SECONDS:-280}" "$PYTHON" benchmarks/largest_step.py $run \
+        --out "$OUT" > "$OUT/largest-${run##* }.log" 2>&1
+      echo "largest $run rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-${run##* }.log" | tail -30
     done
     timeout 130 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"

@@ -121,7 +121,7 @@ def test_one_reader_for_integer_knobs(monkeypatch):
     for bad in ("0", "-3", "two", "1.5"):
         monkeypatch.setenv(MAX_WORKGROUPS_ENV, bad)
         with pytest.raises(
-            ValueError, match=rf"VK_ADAM_MAX_WORKGROUPS must be a positive workgroup count \(got '{bad}'\)"
+            ValueError, match=rf"VK_ADAM_MAX_WORKGROUPS must be a positive integer \(got '{bad}'\)"
         ):
             env_int(MAX_WORKGROUPS_ENV, 7)
 

@@ -14,11 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._errors import ShaderMissingError
+from .._errors import DeviceCapabilityError, ShaderMissingError
 from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
 from .._runtime import Runtime, device_of, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
-from .layout import ParamSlot, gather, plan_flat
+from .layout import ALIGN_ELEMENTS, ParamSlot, align, gather, plan_sets
 from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
 from .windows import Chunk, chunks
 
@@ -78,6 +78,11 @@ class Group:
     validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
     param_dtype: str = "float32"
 
+    def members(self, index: int) -> list[int]:
+        """The indices (in ``slots``) of the params that live in buffer set ``index``: a NumPy
+        group larger than one device allocation spreads its params over several sets."""
+        return [i for i, slot in enumerate(self.slots) if slot.buffer_set == index]
+
 
 class GroupBuilder:
     """Makes each group's buffer sets on ``rt`` in ``storage``'s formats; caches shaders."""
@@ -106,26 +111,38 @@ class GroupBuilder:
             group.param_dtype = fmt.dtype_name(params[0].dtype) or "float32"
             quantized = self.storage.state_dtype == "int8-blockwise"
             # 8-bit state: each param starts on a block, so no block (absmax) spans two params.
-            group.slots, total = plan_flat(params, max_elements(), fmt.BLOCK if quantized else None)
-            form = self._format(variant, group.param_dtype, window.total if window else total)
-            flat = np.zeros(total, np.float32)
-            gather(group.slots, [np.asarray(p, np.float32) for p in params], flat)
-            bset = BufferSet(
-                self._buffer(value_words(flat, form.param)),
-                self._buffer(value_words(np.zeros(total, np.float32), form.param)),
-                {},
-                total,
-                self._next_index(),
-                form,
-                window=window,
-                chunks=self._chunks(total),
-            )
-            self._new_state(variant, bset)
-            if form.has_master:
-                bset.master = self._buffer(value_words(flat, "float32"))
-            group.sets.append(bset)
-            group.param_staging.append(typed_view(host_view(bset.param), form.param))
-            group.grad_staging.append(typed_view(host_view(bset.grad), form.param))
+            alignment = fmt.BLOCK if quantized else None
+            n_all = sum(align(p.size, alignment or ALIGN_ELEMENTS) for p in params)
+            # One format for the whole group (8-bit state from the group's size, not a set's).
+            form = self._format(variant, group.param_dtype, window.total if window else n_all)
+            limit = f"; maxMemoryAllocationSize: {self.rt.max_allocation_bytes} bytes"
+            group.slots, totals = plan_sets(params, self._set_capacity(form), alignment, limit)
+            if window is not None and len(totals) > 1:
+                raise DeviceCapabilityError(
+                    f"a ZeRO shard of {n_all} elements is larger than one of the device's "
+                    f"allocations (maxMemoryAllocationSize {self.rt.max_allocation_bytes} bytes): use "
+                    "more ranks, or several param groups"
+                )
+            for k, total in enumerate(totals):
+                slots = [slot for slot in group.slots if slot.buffer_set == k]
+                flat = np.zeros(total, np.float32)
+                gather(slots, [np.asarray(slot.host, np.float32) for slot in slots], flat)
+                bset = BufferSet(
+                    self._buffer(value_words(flat, form.param)),
+                    self._buffer(value_words(np.zeros(total, np.float32), form.param)),
+                    {},
+                    total,
+                    self._next_index(),
+                    form,
+                    window=window,
+                    chunks=self._chunks(total),
+                )
+                self._new_state(variant, bset)
+                if form.has_master:
+                    bset.master = self._buffer(value_words(flat, "float32"))
+                group.sets.append(bset)
+                group.param_staging.append(typed_view(host_view(bset.param), form.param))
+                group.grad_staging.append(typed_view(host_view(bset.grad), form.param))
         else:
             for index, p in enumerate(params):
                 n = element_count(p)
@@ -155,6 +172,16 @@ class GroupBuilder:
     def _chunks(self, n: int) -> list[Chunk]:
         """The dispatches of an ``n``-element buffer set: its bindings within the device's limits."""
         return chunks(n, self.rt.max_binding_bytes, self.rt.binding_alignment)
+
+    def _set_capacity(self, form: GroupFormat) -> int:
+        """The most elements one buffer set of a NumPy group in format ``form`` may hold: its
+        widest buffer (4 bytes per element: float32 state or master copy, else the 16-bit
+        param) within one of the device's allocations, in whole blocks, and within kp's sizes."""
+        wide = form.param == "float32" or form.has_master or fmt.STATE_F32 in form.state
+        per_element = 4 if wide else 2
+        granule = max(fmt.BLOCK, ALIGN_ELEMENTS)
+        capacity = self.rt.max_allocation_bytes // per_element // granule * granule
+        return min(capacity, max_elements())
 
     def _next_index(self) -> int:
         self._sets += 1

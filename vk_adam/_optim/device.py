@@ -186,19 +186,21 @@ class DeviceGroups:
                     host_view(bset.grad)[:] = g.reshape(-1)
                     upload.append(bset.grad)
                     g = bset.grad
-                if g is not bset.bound_grad or recording:
+                # a recorded step pins its pipelines (``bset.recorded``, keyed by the grad's id)
+                if g is not bset.bound_grad or (recording and id(g) not in bset.recorded):
                     self.bind(group, bset, g, recording=recording)
         return upload
 
     def _bind_host_param(self, gi: int, group: Group) -> None:
-        """Bind the param tensor this step's update of a NumPy group uses (``traffic.bound``)
-        and set its element count in the push constants (made by ``pushes``, before this)."""
-        bset = group.sets[0]
-        param, n = self.traffic.bound.get(gi, (bset.param, bset.n))
-        if param is not bset.bound_param:
-            self.bind(group, bset, bset.grad, param=param, n=n)
-        if bset.pushes and len(bset.chunks) == 1:
-            bset.pushes[0].view(np.uint32)[0] = n
+        """Bind the param tensor each buffer set's update of a NumPy group uses this step
+        (``traffic.bound``) and set its element count in the push constants (made by
+        ``pushes``, before this)."""
+        for k, bset in enumerate(group.sets):
+            param, n = self.traffic.bound.get((gi, k), (bset.param, bset.n))
+            if param is not bset.bound_param:
+                self.bind(group, bset, bset.grad, param=param, n=n)
+            if bset.pushes and len(bset.chunks) == 1:
+                bset.pushes[0].view(np.uint32)[0] = n
 
     def stage_status(self) -> list[Any]:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
@@ -280,7 +282,8 @@ class DeviceGroups:
         """Copy a NumPy group's updated params from staging into the user's arrays (an
         asynchronous step's, once it finished)."""
         if group.host_mode:
-            scatter(group.slots, group.param_staging[0])
+            for k, staging in enumerate(group.param_staging):
+                scatter([group.slots[i] for i in group.members(k)], staging)
 
     def zero_grads(self) -> None:
         """Zero every bound gradient buffer that has host memory (the caller drains first)."""

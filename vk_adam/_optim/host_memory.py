@@ -181,7 +181,7 @@ def refuse_resized(groups: Sequence[Group]) -> None:
 class _GroupPlan:
     """A NumPy group's copies for one synchronous step, kept while its imports do not change."""
 
-    key: tuple[int, ...]
+    key: tuple[Any, ...]
     copy_in: list[Any]
     copy_out: list[Any]
     staged_params: list[ParamSlot]  # copied through staging (gathered before, scattered after)
@@ -193,19 +193,26 @@ class _GroupPlan:
 
 @dataclass
 class HostTraffic:
-    """How the NumPy groups' params and gradients reach the device and come back, per step."""
+    """How the NumPy groups' params and gradients reach the device and come back, per step.
+
+    Everything is per buffer set: a NumPy group larger than one device allocation has several,
+    each holding some of its params (``Group.members``)."""
 
     rt: Runtime
     imports: HostImports
     copy_in: list[Any] = field(default_factory=list)  # ops after the uploads, before the update
     copy_out: list[Any] = field(default_factory=list)  # ops after the update
-    scatter: list[tuple[Group, list[ParamSlot]]] = field(default_factory=list)  # after the wait
-    #: per group index: the param tensor this step's update binds, and its element count
-    bound: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    #: after the wait: (slots, the set's param staging memory they come back through)
+    scatter: list[tuple[list[ParamSlot], Any]] = field(default_factory=list)
+    #: per (group index, set index): the param tensor this step's update binds, and its elements
+    bound: dict[tuple[int, int], tuple[Any, int]] = field(default_factory=dict)
     #: single-param float32 groups may bind their param's import in the update shader
     direct: bool = True
+    #: the device holds the params (``device_params``): they only come back to the arrays
+    held: bool = False
+    reload: bool = False  # the next step reads the arrays into the device's params first
     used_direct: bool = False  # a step did: the flat param buffers are not current
-    _plans: dict[int, _GroupPlan] = field(default_factory=dict)  # by group index
+    _plans: dict[tuple[int, int], _GroupPlan] = field(default_factory=dict)  # by (group, set)
     _download_all: Any = None
 
     def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
@@ -214,52 +221,69 @@ class HostTraffic:
         self.copy_in, self.copy_out, self.scatter, self.bound = [], [], [], {}
         upload: list[Any] = []
         downloads: list[Any] = []
+        held, self.reload = self.held and not self.reload, False
         for gi, group in enumerate(groups):
             if not group.host_mode:
                 continue
-            grads = prepared[gi] if prepared is not None else None
-            bset = group.sets[0]
-            plan = self._plan(gi, group, grads) if direct and self.imports.enabled else None
-            if plan is None:  # the staging path: every param and gradient through NumPy copies
-                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
-                upload.append(bset.param)
-                if grads is not None:
-                    gather(group.slots, grads, group.grad_staging[0])
-                    upload.append(bset.grad)
-                downloads.append(bset.param)
-                self.scatter.append((group, group.slots))
-                continue
-            self.copy_in += plan.copy_in
-            self.copy_out += plan.copy_out
-            if plan.param is not None:
-                self.bound[gi] = (plan.param, plan.n)
-                self.used_direct = True
-            if plan.staged_params:
-                gather(plan.staged_params, [s.host for s in plan.staged_params], group.param_staging[0])
-                self.scatter.append((group, plan.staged_params))
-            if plan.whole[0]:
-                upload.append(bset.param)
-                downloads.append(bset.param)
-            if grads is not None and plan.staged_grads:
-                slots = [group.slots[i] for i in plan.staged_grads]
-                gather(slots, [grads[i] for i in plan.staged_grads], group.grad_staging[0])
-                if plan.whole[1]:
-                    upload.append(bset.grad)
+            for k, bset in enumerate(group.sets):
+                members = group.members(k) if len(group.sets) > 1 else range(len(group.slots))
+                slots = [group.slots[i] for i in members]
+                grads = [prepared[gi][i] for i in members] if prepared is not None else None
+                params_in, grads_in = group.param_staging[k], group.grad_staging[k]
+                use_imports = direct and self.imports.enabled
+                plan = self._plan((gi, k), group, bset, slots, grads, held) if use_imports else None
+                if plan is None:  # the staging path: every param and gradient through NumPy copies
+                    if not held:
+                        gather(slots, [slot.host for slot in slots], params_in)
+                        upload.append(bset.param)
+                    if grads is not None:
+                        gather(slots, grads, grads_in)
+                        upload.append(bset.grad)
+                    downloads.append(bset.param)
+                    self.scatter.append((slots, params_in))
+                    continue
+                self.copy_in += plan.copy_in
+                self.copy_out += plan.copy_out
+                if plan.param is not None:
+                    self.bound[gi, k] = (plan.param, plan.n)
+                    self.used_direct = True
+                if plan.staged_params:
+                    if not held:
+                        gather(plan.staged_params, [s.host for s in plan.staged_params], params_in)
+                    self.scatter.append((plan.staged_params, params_in))
+                if plan.whole[0]:
+                    if not held:
+                        upload.append(bset.param)
+                    downloads.append(bset.param)
+                if grads is not None and plan.staged_grads:
+                    staged = [slots[i] for i in plan.staged_grads]
+                    gather(staged, [grads[i] for i in plan.staged_grads], grads_in)
+                    if plan.whole[1]:
+                        upload.append(bset.grad)
         if downloads:
             self.copy_out.append(self._download(downloads, groups))
         return upload
 
     def _download(self, params: list[Any], groups: Sequence[Group]) -> Any:
-        every = [g.sets[0].param for g in groups if g.host_mode]
+        every = [b.param for g in groups if g.host_mode for b in g.sets]
         if len(params) != len(every):
             return self.rt.download_op(params)
         if self._download_all is None:
             self._download_all = self.rt.download_op(every)
         return self._download_all
 
-    def _plan(self, gi: int, group: Group, grads: list[Any] | None) -> _GroupPlan | None:
-        """This step's copies of a group with at least one imported array (None: none is)."""
-        bset = group.sets[0]
+    def _plan(
+        self,
+        key: tuple[int, int],
+        group: Group,
+        bset: Any,
+        slots: list[ParamSlot],
+        grads: list[Any] | None,
+        held: bool,
+    ) -> _GroupPlan | None:
+        """This step's copies of one buffer set (``slots``, ``grads``: its params' and
+        gradients) with at least one imported array (None: none is). ``held``: the device's
+        params are current; they only come back."""
         direct = (
             self.direct
             and len(group.slots) == 1
@@ -267,7 +291,7 @@ class HostTraffic:
             and bset.format.param == "float32"
             and bset.master is None
         )
-        params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in group.slots]
+        params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in slots]
         grad_imports = (
             [self.imports.get(g, at_first_sight=False) if type(g) is np.ndarray else None for g in grads]
             if grads is not None
@@ -275,20 +299,26 @@ class HostTraffic:
         )
         if not any(params) and not any(grad_imports):
             return None
-        key = tuple(e.serial if e is not None else 0 for e in [*params, *grad_imports])
-        plan = self._plans.get(gi)
-        if plan is not None and plan.key == key:
+        serials = (held, *(e.serial if e is not None else 0 for e in [*params, *grad_imports]))
+        plan = self._plans.get(key)
+        if plan is not None and plan.key == serials:
             return plan
         size = fmt.NUMPY_DTYPES[group.param_dtype].itemsize
         param, grad = bset.param, bset.grad
-        plan = _GroupPlan(key, [], [], [], [], (not any(params), grads is not None and not any(grad_imports)))
+        plan = _GroupPlan(
+            serials, [], [], [], [], (not any(params), grads is not None and not any(grad_imports))
+        )
         host_visible: list[Any] = []
         staged_in: list[tuple[int, int, int]] = []
-        for slot, entry in zip(group.slots, params, strict=True):
+        for slot, entry in zip(slots, params, strict=True):
             span = (slot.offset * size, slot.size * size)
             if entry is None:
                 plan.staged_params.append(slot)
                 staged_in.append((span[0], span[0], span[1]))
+                continue
+            if held:
+                plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
+                host_visible.append(entry.tensor)
                 continue
             if direct and entry.bound:  # the update reads and writes the array itself
                 plan.param, plan.n = entry.tensor, slot.size
@@ -298,13 +328,14 @@ class HostTraffic:
             plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
             host_visible.append(entry.tensor)
         if staged_in and not plan.whole[0]:
-            plan.copy_in.append(copy_regions_op(param, param, staged_in, source_staging=True))
+            if not held:
+                plan.copy_in.append(copy_regions_op(param, param, staged_in, source_staging=True))
             plan.copy_out.append(copy_regions_op(param, param, staged_in, destination_staging=True))
             plan.copy_out.append(host_read_barrier_op([param], staging=True))
         if host_visible:
             plan.copy_out.append(host_read_barrier_op(host_visible))
         staged_grads: list[tuple[int, int, int]] = []
-        for i, (slot, entry) in enumerate(zip(group.slots, grad_imports, strict=False)):
+        for i, (slot, entry) in enumerate(zip(slots, grad_imports, strict=False)):
             span = (slot.offset * size, slot.size * size)
             if entry is None:
                 plan.staged_grads.append(i)
@@ -313,21 +344,30 @@ class HostTraffic:
                 plan.copy_in.append(copy_regions_op(entry.tensor, grad, [(entry.offset, span[0], span[1])]))
         if staged_grads and not plan.whole[1]:
             plan.copy_in.append(copy_regions_op(grad, grad, staged_grads, source_staging=True))
-        self._plans[gi] = plan
+        self._plans[key] = plan
         return plan
 
     def keep_flat_params(self, groups: Sequence[Group]) -> None:
-        """From now on keep every NumPy group's flat param buffer current (the application took
-        it); bring it up to date if direct steps left it behind. The caller drains first."""
+        """From now on keep every NumPy group's flat param buffers current (the application
+        took one); bring them up to date if direct steps left them behind. The caller drains
+        first."""
         self.stop_direct()
         if not self.used_direct:
             return
-        params = [g.sets[0].param for g in groups if g.host_mode]
+        params = [b.param for g in groups if g.host_mode for b in g.sets]
         for group in groups:
             if group.host_mode:
-                gather(group.slots, [slot.host for slot in group.slots], group.param_staging[0])
+                for k in range(len(group.sets)):
+                    slots = [group.slots[i] for i in group.members(k)]
+                    gather(slots, [slot.host for slot in slots], group.param_staging[k])
         self.rt.run([self.rt.barrier_op(params), self.rt.upload_op(params)])
         self.used_direct = False
+
+    def hold_params(self) -> None:
+        """From now on the device's params are the current ones (``device_params``): a step
+        uploads gradients only and copies the updated params into the arrays."""
+        self.stop_direct()
+        self.held = True
 
     def stop_direct(self) -> None:
         """No update binds a param's import from now on (the flat buffers stay current)."""
@@ -336,8 +376,8 @@ class HostTraffic:
 
     def finish(self) -> None:
         """After a synchronous step's wait: copy what came back through staging into the arrays."""
-        for group, slots in self.scatter:
-            scatter(slots, group.param_staging[0])
+        for slots, staging in self.scatter:
+            scatter(slots, staging)
 
     def close(self) -> None:
         self._plans.clear()

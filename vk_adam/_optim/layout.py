@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._errors import DeviceCapabilityError
+
 F32 = npt.NDArray[np.float32]
 
 #: Each param of a flat buffer starts at a multiple of this many elements.
@@ -51,6 +53,34 @@ def plan_flat(params: Sequence[Any], limit: int, alignment: int | None = None) -
     if offset > limit:
         raise ValueError(f"a param group holds {offset} elements; at most {limit}")
     return slots, offset
+
+
+def plan_sets(
+    params: Sequence[Any], capacity: int, alignment: int | None = None, limit: str = ""
+) -> tuple[list[ParamSlot], list[int]]:
+    """Slots for ``params`` packed, in order, into as few flat buffers of at most ``capacity``
+    elements each as that order allows, and each buffer's length. A device allocates at most
+    ``maxMemoryAllocationSize`` bytes at once, so a group larger than one allocation becomes
+    several buffer sets (one dispatch each); a param never spans two.
+
+    Raises ``DeviceCapabilityError`` when one param alone exceeds ``capacity`` (``limit``: the
+    device limit that sets it, for the message)."""
+    step = alignment or ALIGN_ELEMENTS
+    slots: list[ParamSlot] = []
+    totals: list[int] = [0]
+    for index, p in enumerate(params):
+        size = align(p.size, step)
+        if size > capacity:
+            raise DeviceCapabilityError(
+                f"param {index} holds {p.size} elements, more than one of the device's allocations "
+                f"holds ({capacity} at most{limit}): split it into several arrays (e.g. its rows), "
+                "each a param of its own"
+            )
+        if totals[-1] + size > capacity:
+            totals.append(0)
+        slots.append(ParamSlot(len(totals) - 1, totals[-1], p.size, tuple(p.shape), p))
+        totals[-1] += size
+    return slots, totals
 
 
 def gather(slots: Sequence[ParamSlot], values: Sequence[Any], flat: F32) -> None:

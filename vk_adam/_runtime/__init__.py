@@ -43,6 +43,7 @@ from .external import (
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
 from .limits import DeviceLimits, all_device_limits, device_limits
 from .runtime import (
+    MAX_ALLOCATION_BYTES_ENV,
     MAX_BINDING_BYTES_ENV,
     MAX_WORKGROUPS,
     MAX_WORKGROUPS_ENV,
@@ -67,6 +68,7 @@ __all__ = [
     "DEVICE_ENV",
     "EXPORT_DTYPES",
     "LINGER_ENV",
+    "MAX_ALLOCATION_BYTES_ENV",
     "MAX_BINDING_BYTES_ENV",
     "MAX_WORKGROUPS",
     "MAX_WORKGROUPS_ENV",

@@ -57,6 +57,9 @@ def max_elements() -> int:
 #: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
 #: the windowed path (``_optim/windows.py``) that large ones take on real devices.
 MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
+#: Tests only: a lower ``maxMemoryAllocationSize`` than the device's (bytes), so small NumPy
+#: groups take the several-buffer-sets path that groups larger than one allocation take.
+MAX_ALLOCATION_BYTES_ENV = "VK_ADAM_MAX_ALLOCATION_BYTES"
 
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
@@ -122,8 +125,9 @@ class Runtime(Closable):
             if readable(per_stage)
             else 1 << 20
         )
-        self.max_allocation_bytes = (
-            lim.max_memory_allocation_size if readable({"max_memory_allocation_size"}) else 1 << 62
+        self.max_allocation_bytes = min(
+            lim.max_memory_allocation_size if readable({"max_memory_allocation_size"}) else 1 << 62,
+            env_int(MAX_ALLOCATION_BYTES_ENV, 1 << 62),
         )
         self._buffers: list[Any] = []
         self._pipelines: list[Any] = []
@@ -131,6 +135,7 @@ class Runtime(Closable):
         self._own_sequences: list[Any] = []  # sequence()'s
         self._caches: list[RecordedByKey] = []  # recorded_by_key()'s
         self._closed = False
+        self._dispatch_opt_out = self.features.dispatch_barrier_opt_out  # read once: every step asks
         # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
         self._bridge_op: Any = None
         if not self.features.memory_barriers:
@@ -272,7 +277,7 @@ class Runtime(Closable):
         ``ordered``: a barrier op recorded before it already orders it after every earlier
         write to its buffers, with no upload in between, so kp's own transfer -> shader barrier
         at the start of every dispatch is left out (where this kp build allows it)."""
-        if ordered and self.features.dispatch_barrier_opt_out:
+        if ordered and self._dispatch_opt_out:
             return self.kp.OpAlgoDispatch(pipeline, push, False)  # barrier=False
         return self.kp.OpAlgoDispatch(pipeline, push)
 
