@@ -77,6 +77,14 @@ class DeviceAccess:
             self._dev.traffic.keep_flat_params(self._groups)
         return self._groups[group].sets[index].param
 
+    def reload_params(self) -> None:
+        """Read the NumPy params into the device's copy at the next step (with
+        ``device_params=True``, after writing into the arrays between steps: the device holds
+        the params, so such writes are otherwise overwritten by the next step's copy)."""
+        self._check_open()
+        self._drain()  # steps in flight copy into the arrays when they finish: let them
+        self._dev.traffic.reload = True
+
     def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
         """The kp tensor that ``step()`` (without grads) reads gradients from.
 

@@ -14,6 +14,10 @@ itself, which reads and writes the array over PCIe in both directions at once, i
 in before the update and a copy out after it. (The flat param buffer is then not kept current;
 ``param_buffer()`` brings it up to date and turns this off for the optimizer.)
 
+With ``device_params=True`` the device's flat buffers hold the params: a step copies nothing of
+them in, only the updated values out (through the param's import, or staging memory), and
+``reload_params()`` makes one step read the arrays first.
+
 Everything else keeps the staging path: small arrays (below :data:`MIN_IMPORT_BYTES`),
 read-only or non-contiguous ones, memory the driver refuses, asynchronous steps (their inputs
 are snapshot when ``step()`` returns), and devices without the extension.

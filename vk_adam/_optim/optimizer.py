@@ -59,6 +59,11 @@ class Optimizer(Closable, DeviceAccess):
       * ``profile``: time synchronous steps (``last_gpu_seconds``, ``last_host_seconds``); settable.
       * ``exportable``: make the param, grad and state buffers shareable with other devices and
         processes (:func:`vk_adam.interop.export_memory`; docs/interop.md). Default False.
+      * ``device_params``: the device holds the params of NumPy groups, and each step copies the
+        updated values into the arrays (a gradient goes up, a param comes down, as with torch's
+        params on a GPU). The arrays are then copies: a change written into one between steps
+        is not read unless :meth:`reload_params` is called. Default False: the NumPy array is the
+        one true copy, read and written every step.
     """
 
     @spell_out_options()
@@ -79,6 +84,9 @@ class Optimizer(Closable, DeviceAccess):
         device, manager, profile = options["device"], options["manager"], options["profile"]
         zero_grad, skip_nonfinite = options["zero_grad"], options["skip_nonfinite"]
         exportable = options["exportable"]
+        device_params = options["device_params"]
+        if not isinstance(device_params, bool):
+            raise TypeError(f"device_params must be True or False (got {device_params!r})")
         manager = check_options(
             device,
             manager,
@@ -132,6 +140,8 @@ class Optimizer(Closable, DeviceAccess):
             self._dev.max_norm = max_norm or 0.0
             if exportable:  # an exported flat param buffer stays current
                 self._dev.traffic.stop_direct()
+            if device_params:
+                self._dev.traffic.hold_params()
         except BaseException:
             self.close()
             raise

@@ -41,6 +41,8 @@ class OptimizerOptions(TypedDict, total=False):
     """The seed of the rounding stream."""
     exportable: bool
     """Make the param, grad and state buffers shareable (``vk_adam.interop.export_memory``)."""
+    device_params: bool
+    """The device holds NumPy groups' params; each step copies them into the arrays."""
 
 
 #: Every option's default, in the order the signatures list them.
@@ -55,9 +57,12 @@ DEFAULTS: OptimizerOptions = {
     "stochastic_rounding": False,
     "seed": 0,
     "exportable": False,
+    "device_params": False,
 }
 #: The options of ``ZeroRedundancyOptimizer``: it owns its device, and its steps are timed by phase.
-SHARD_OPTIONS = tuple(name for name in DEFAULTS if name not in ("manager", "profile", "exportable"))
+SHARD_OPTIONS = tuple(
+    name for name in DEFAULTS if name not in ("manager", "profile", "exportable", "device_params")
+)
 
 
 def split_options(

@@ -32,7 +32,8 @@ class Adam(Optimizer):
 
     ``weight_decay`` is L2 (added to the gradient) unless ``decoupled_weight_decay=True``.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
-    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``): see
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
+    ``device_params``): see
     :class:`vk_adam.Optimizer`.
     """
 
@@ -68,7 +69,8 @@ class AdamW(Optimizer):
     """AdamW (Loshchilov & Hutter 2019): Adam with decoupled weight decay, default 1e-2,
     as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
-    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``): see
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
+    ``device_params``): see
     :class:`vk_adam.Optimizer`.
     """
 
@@ -100,7 +102,8 @@ class AdamW(Optimizer):
 class SGD(Optimizer):
     """SGD with momentum, dampening, Nesterov, weight decay and maximize: torch.optim.SGD.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
-    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``): see
+    ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
+    ``device_params``): see
     :class:`vk_adam.Optimizer`.
     """
 
