@@ -37,6 +37,8 @@
 #             8 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
 #             (vk-adam bench --cases zero --ranks 2)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
+#   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
+#             largest steps of scale, without zero/
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,8 +53,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -119,8 +121,12 @@ case "$mode" in
       -p no:cacheprovider -q > "$OUT/suite-exclusive.txt" 2>&1
     echo "exclusive rc=$? in $(( $(date +%s) - start )) s"; tail -8 "$OUT/suite-exclusive.txt"
     exit 0;;
-  scale)
+  scale|diagnose)
     "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; grep -A4 "^\*" "$OUT/info.txt"
+    if [ "$mode" = diagnose ]; then
+      timeout 150 "$PYTHON" benchmarks/h200/host_paths.py --out "$OUT" > "$OUT/host_paths.log" 2>&1
+      echo "host_paths rc=$?"; tail -5 "$OUT/host_paths.log"
+    fi
     # fp32: 6 * 2^30 elements in 8 kp tensors of 3 GiB (within maxMemoryAllocationSize); bf16 +
     # int8: 8 * 2^30 NumPy elements (the host holds the arrays and vk-adam's staging copies)
     for run in "--elements $((6 << 30))" "--elements ${LARGEST_BF16:-$((8 << 30))} --parts 16 --bf16-int8"; do
@@ -129,6 +135,7 @@ case "$mode" in
         --out "$OUT" > "$OUT/largest-${run##* }.log" 2>&1
       echo "largest $run rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-${run##* }.log" | tail -30
     done
+    [ "$mode" = diagnose ] && exit 0
     timeout 130 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"
     exit 0;;
