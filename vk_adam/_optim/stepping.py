@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,6 +57,16 @@ class Stepper:
         # the params already warned about: an upload between two steps discards the first's update.
         self._uploads: dict[tuple[int, int], int] = {}
         self._warned: set[tuple[int, int]] = set()
+        # What does not change from one step to the next, kept so that steps recorded back to
+        # back pay for it once: the device params (a group's buffer sets are fixed once made),
+        # those seen written (device memory, once written, stays so), the upload counts the
+        # checks read (recording evaluates nothing, so they hold after it), and the sequence
+        # record_step last recorded into (its type and device checked; a weak reference, the
+        # application owns it).
+        self._params = self._device_params()
+        self._written: set[tuple[int, int]] = set()
+        self._counts: list[tuple[tuple[int, int], int | None]] = []
+        self._sequence: weakref.ref[Any] | None = None
 
     def _drain(self) -> None:
         self._in_flight.drain()
@@ -82,8 +93,18 @@ class Stepper:
         )
         self._rt.record(sequence, [once, *ops] if once is not None else ops)
         self._advance()
-        self._note_uploads()
-        return self._groups[0].step
+        self._note_uploads(self._counts)  # as read by the checks: nothing was evaluated since
+        self._remember_sequence(sequence)
+        return step
+
+    def _remember_sequence(self, sequence: Any) -> None:
+        """Keep ``sequence`` (checked, recorded into) so that the next ``record_step`` into it
+        skips the checks of its type and device, which cannot change."""
+        if self._sequence is None or self._sequence() is not sequence:
+            try:
+                self._sequence = weakref.ref(sequence)
+            except TypeError:  # a type without weak references: checked every time
+                self._sequence = None
 
     def _begin(
         self, grads: Sequence[Any] | None, *, wait: bool = True, recording: bool = False, sequence: Any = None
@@ -91,15 +112,14 @@ class Stepper:
         """The preamble of every step path (``recording``: ``record_step`` into ``sequence``):
         every check, in one order, before anything is written; returns the prepared gradients."""
         where = "record_step()" if recording else "step()"
-        if recording:
+        # the sequence of the last record_step passed the checks of a sequence already
+        known = recording and self._sequence is not None and self._sequence() is sequence
+        if recording and not known:
             check_recordable(self._groups, self.skip_nonfinite, sequence)
-        for gi, group in enumerate(self._groups):
-            if not group.host_mode:
-                for pi, bset in enumerate(group.sets):
-                    refuse_unwritten(bset.param, f"param {pi} of group {gi}")
+        self._refuse_unwritten_params()
         refuse_resized(self._groups)
         prepared = prepare_grads(grads, self._groups, where)
-        refuse_foreign(self._device, self._groups, prepared, sequence if recording else None)
+        refuse_foreign(self._device, self._groups, prepared, sequence if recording and not known else None)
         self._warn_lost_updates()
         if recording:
             refuse_host_grads(prepared)
@@ -123,18 +143,31 @@ class Stepper:
             for pi, bset in enumerate(group.sets)
         ]
 
-    def _note_uploads(self) -> None:
-        """After a step: each device param's upload count, to compare at the next step."""
-        for key, param in self._device_params():
-            count = uploads_of(param)
+    def _refuse_unwritten_params(self) -> None:
+        """Refuse a device param whose memory was never written (each is asked until it was)."""
+        if len(self._written) == len(self._params):
+            return
+        for (gi, pi), param in self._params:
+            if (gi, pi) not in self._written:
+                refuse_unwritten(param, f"param {pi} of group {gi}")
+                self._written.add((gi, pi))
+
+    def _note_uploads(self, counts: list[tuple[tuple[int, int], int | None]] | None = None) -> None:
+        """After a step: each device param's upload count (``counts``, or read now), to compare
+        at the next step."""
+        if counts is None:
+            counts = [(key, uploads_of(param)) for key, param in self._params]
+        for key, count in counts:
             if count is not None:
                 self._uploads[key] = count
 
     def _warn_lost_updates(self) -> None:
         """Warn once per param the application uploaded from the host since the last step: the
-        upload copied the host's stale values over the device memory, and the update is lost."""
-        for (gi, pi), param in self._device_params():
-            count, before = uploads_of(param), self._uploads.get((gi, pi))
+        upload copied the host's stale values over the device memory, and the update is lost.
+        The counts read are kept in ``_counts``."""
+        self._counts = [(key, uploads_of(param)) for key, param in self._params]
+        for (gi, pi), count in self._counts:
+            before = self._uploads.get((gi, pi))
             if count is None or before is None or count == before or (gi, pi) in self._warned:
                 continue
             self._warned.add((gi, pi))

@@ -25,9 +25,12 @@ def full_barrier_masks(kp: Any) -> tuple[int, int, int, int]:
 
 def full_barrier_op(kp: Any, buffers: Sequence[Any]) -> Any:
     """A kp op ordering everything after it after every earlier compute and transfer write
-    to ``buffers`` (and after earlier reads of them, for later writes)."""
+    to ``buffers`` (and after earlier reads of them, for later writes). A buffer listed twice
+    (a step's param is also the param its pipeline binds) gets one buffer barrier: a second,
+    identical one in the same command would be recorded, and replayed, for nothing."""
     src_access, dst_access, src_stage, dst_stage = full_barrier_masks(kp)
-    return kp.OpMemoryBarrier(list(buffers), src_access, dst_access, src_stage, dst_stage)
+    unique = list({id(b): b for b in buffers}.values())
+    return kp.OpMemoryBarrier(unique, src_access, dst_access, src_stage, dst_stage)
 
 
 __all__ = ["full_barrier_masks", "full_barrier_op"]

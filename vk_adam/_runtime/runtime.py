@@ -33,7 +33,7 @@ from .barriers import full_barrier_op
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
 from .limits import DeviceLimits
-from .sequences import Pending, RecordedByKey, Sequences, rerecord
+from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
 
 Array = npt.NDArray[Any]
@@ -135,7 +135,6 @@ class Runtime(Closable):
         self._own_sequences: list[Any] = []  # sequence()'s
         self._caches: list[RecordedByKey] = []  # recorded_by_key()'s
         self._closed = False
-        self._dispatch_opt_out = self.features.dispatch_barrier_opt_out  # read once: every step asks
         # The stock path's ordering op: a 4-byte download whose barriers chain earlier compute.
         self._bridge_op: Any = None
         if not self.features.memory_barriers:
@@ -277,7 +276,7 @@ class Runtime(Closable):
         ``ordered``: a barrier op recorded before it already orders it after every earlier
         write to its buffers, with no upload in between, so kp's own transfer -> shader barrier
         at the start of every dispatch is left out (where this kp build allows it)."""
-        if ordered and self._dispatch_opt_out:
+        if ordered and self.features.dispatch_barrier_opt_out:
             return self.kp.OpAlgoDispatch(pipeline, push, False)  # barrier=False
         return self.kp.OpAlgoDispatch(pipeline, push)
 
@@ -330,6 +329,14 @@ class Runtime(Closable):
         """Submit a sequence recorded earlier and wait for it."""
         self._check_open()
         sequence.eval()
+
+    def evaluate_async(self, sequence: Any) -> Pending:
+        """Submit a sequence recorded earlier without waiting: the host records the next while
+        the GPU runs it. Later submissions start after it on the queue (vk-adam's steps order
+        themselves by barriers); ``wait()`` on the result before the sequence is cleared,
+        recorded into or read. A stock kp evaluates it here, synchronously."""
+        self._check_open()
+        return evaluate_async(sequence, asynchronous=self.features.async_submit)
 
     def free_sequence(self, sequence: Any) -> None:
         """Destroy a sequence made by :meth:`new_sequence` (waits for its submitted work)."""

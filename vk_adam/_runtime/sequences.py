@@ -63,23 +63,38 @@ class RecordedByKey:
 
 
 class Pending:
-    """Work submitted with :meth:`Runtime.submit`; :meth:`wait` blocks until the GPU is done."""
+    """Work submitted with :meth:`Runtime.submit` or :meth:`Runtime.evaluate_async`;
+    :meth:`wait` blocks until the GPU is done. ``pool``: the runtime's sequences, which its
+    sequences go back to once done (None: the caller's own sequence, kept by the caller)."""
 
     __slots__ = ("_pool", "_sequences")
 
-    def __init__(self, pool: Sequences, sequences: list[Any]) -> None:
+    def __init__(self, pool: Sequences | None, sequences: list[Any]) -> None:
         self._pool = pool
         self._sequences = sequences
 
     @property
     def done(self) -> bool:
+        """True once :meth:`wait` returned (or nothing was left to wait for)."""
         return not self._sequences
 
     def wait(self) -> None:
         for seq in self._sequences:
             seq.eval_await()
-            self._pool.free.append(seq)
+            if self._pool is not None:
+                self._pool.free.append(seq)
         self._sequences = []
+
+
+def evaluate_async(sequence: Any, *, asynchronous: bool) -> Pending:
+    """Submit ``sequence`` (recorded by its owner) without waiting for it; ``asynchronous``: this
+    kp's ``eval_async()`` submits a whole sequence (a patched kp), else it is evaluated, and
+    waited for, here (stock kp's ``eval_async()`` with no op runs the synchronous ``eval()``)."""
+    if not asynchronous:
+        sequence.eval()
+        return Pending(None, [])
+    sequence.eval_async()
+    return Pending(None, [sequence])
 
 
 class Sequences:
@@ -162,4 +177,4 @@ class Sequences:
         self._manager = None
 
 
-__all__ = ["Pending", "RecordedByKey", "Sequences", "rerecord"]
+__all__ = ["Pending", "RecordedByKey", "Sequences", "evaluate_async", "rerecord"]

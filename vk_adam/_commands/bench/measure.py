@@ -156,6 +156,38 @@ def raw_vulkan_floor(device_index: int) -> dict[str, Any] | None:
         return {"error": str(exc)}
 
 
+#: The largest batch ``overlapped_steps`` records into one sequence.
+MAX_OVERLAP_BATCH = 16
+
+
+def overlapped_steps(
+    rt: Runtime,
+    record_step: Callable[[Any], Any],
+    sequences: list[Any],
+    steps: int,
+    max_batch: int = MAX_OVERLAP_BATCH,
+) -> None:
+    """``steps`` steps (``record_step(sequence)`` each) recorded in batches into ``sequences``
+    (two, of ``rt``) in turn, each batch submitted without a wait, the next recorded while the
+    GPU runs it; then every batch waited for. Batches grow 1, 2, 4, ... up to ``max_batch``
+    steps so that the GPU starts after one step's recording, not a whole batch's."""
+    pending: list[Any] = [None] * len(sequences)
+    done, size, i = 0, 1, 0
+    while done < steps:
+        if pending[i] is not None:
+            pending[i].wait()  # its sequence is cleared next; the other one keeps the GPU busy
+        sequence = sequences[i]
+        rt.rerecord(sequence, [])
+        count = min(size, steps - done)
+        for _ in range(count):
+            record_step(sequence)
+        pending[i] = rt.evaluate_async(sequence)
+        done, size, i = done + count, min(2 * size, max_batch), (i + 1) % len(sequences)
+    for p in pending:
+        if p is not None:
+            p.wait()
+
+
 def bench_vk(
     case: Case, rt: Runtime, per_tensor: bool, args: argparse.Namespace, clip: float | None = None
 ) -> Result:
@@ -198,8 +230,9 @@ def bench_vk(
         batch = rt.new_sequence()
 
         def back_to_back() -> None:
-            # The GPU-resident case: steps recorded back to back into one of the application's
+            # Record then submit: steps recorded back to back into one of the application's
             # sequences, submitted once; no host wait between steps (barriers between steps).
+            # The host's recording of every step is in the clock, before the GPU starts.
             rt.rerecord(batch, [])
             for _ in range(n_steps):
                 opt.record_step(batch)
@@ -207,15 +240,26 @@ def bench_vk(
 
         pipe = timeit(back_to_back, max(3, args.repeats // 5), 1)
         # The same with the recording left out of the clock: what the barriers between steps
-        # cost on the GPU, apart from the host's recording of each step.
+        # cost on the GPU, apart from the host's recording of each step (timed on its own).
         eval_only: list[float] = []
+        record: list[float] = []  # host seconds of each record_step call
         for _ in range(max(3, args.repeats // 5)):
             rt.rerecord(batch, [])
             for _ in range(n_steps):
+                t0 = time.perf_counter()
                 opt.record_step(batch)
+                record.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             rt.evaluate(batch)
             eval_only.append(time.perf_counter() - t0)
+        # Batched and overlapped (docs/usage.md, "Recording while the GPU runs"): the same steps
+        # in batches over two sequences, each submitted without a wait and the next recorded
+        # while the GPU runs it, as a Vulkan application keeps its GPU busy.
+        pair = [batch, rt.new_sequence()]
+        overlapped = timeit(
+            lambda: overlapped_steps(rt, opt.record_step, pair, n_steps), max(3, args.repeats // 5), 1
+        )
+        rt.free_sequence(pair[1])
         rt.free_sequence(batch)
         issue: list[float] = []
 
@@ -240,6 +284,8 @@ def bench_vk(
             extra={
                 "async_step_ms": median_ms(asynchronous) / n_steps,
                 "back_to_back_eval_ms": median_ms(eval_only) / n_steps,
+                "back_to_back_overlapped_ms": median_ms(overlapped) / n_steps,
+                "record_step_us": median_ms(record) * 1e3,
                 "async_issue_ms": median_ms(issue),
             },
         )
@@ -259,6 +305,7 @@ __all__ = [
     "bench_vk",
     "copy_seconds",
     "cuda_copy_bandwidth",
+    "overlapped_steps",
     "raw_vulkan_floor",
     "submit_wait_floor",
     "vulkan_copy_bandwidth",
