@@ -6,7 +6,9 @@
 #                                            kp's sdist the GPU machine lacks
 #   bash scripts/gpu-kit.sh install  [DIR]   on the GPU machine (root): unpack the packages, install
 #                                            the wheels, build the patched kp and vk-adam (editable)
-#                                            into $PYTHON (default python3)
+#                                            into $PYTHON (default python3), and DeepSpeed without
+#                                            its ops (DS_BUILD_OPS=0) where it can (the host bench's
+#                                            DeepSpeedCPUAdam row; skipped with the reason if not)
 #   source <(bash scripts/gpu-kit.sh env [DIR])   the environment later commands need there
 #   bash scripts/gpu-kit.sh test [DIR] [PYTEST ARGS]   there: the whole suite under Khronos core +
 #                                            synchronization validation (as scripts/test.sh)
@@ -14,7 +16,8 @@
 # The GPU machine must already have Python 3, NumPy and the vendor's Vulkan driver (its ICD json);
 # it needs neither a Vulkan loader nor a compiler package from Debian: the loader, the Khronos
 # validation layers, glslang and spirv-tools come from DIR. `KIT_PYTHON_VERSION` (default 3.12)
-# is the GPU machine's Python version, for which the wheels are fetched.
+# is the GPU machine's Python version, for which the wheels are fetched; `KIT_DEEPSPEED` (default
+# deepspeed==0.19.8) the DeepSpeed sdist fetched (its $PYTHON must have torch).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODE="${1:-}"
@@ -29,6 +32,11 @@ TOOL_DEBS=(glslang-tools spirv-tools)
 WHEELS=(hatchling editables trove-classifiers pathspec packaging pluggy "pybind11>=3" setuptools wheel)
 # The suite's own test tools the GPU machine may lack: workers on every core, per-process GPU memory.
 TEST_WHEELS=(pytest-xdist execnet nvidia-ml-py)
+# `vk-adam bench --cases host`'s DeepSpeedCPUAdam row: DeepSpeed's sdist, installed without building
+# its ops, and its requirements but torch and NumPy (its CPU Adam op is built on first use with g++
+# and ninja, a wheel here).
+DEEPSPEED="${KIT_DEEPSPEED:-deepspeed==0.19.8}"
+DEEPSPEED_WHEELS=(einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2" tqdm nvidia-ml-py)
 
 case "$MODE" in
 download)
@@ -43,6 +51,11 @@ download)
   "$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: --no-deps \
     --python-version "${KIT_PYTHON_VERSION:-3.12}" --implementation cp --platform any \
     -d "$DIR/wheels" "${TEST_WHEELS[@]}"
+  "$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    --python-version "${KIT_PYTHON_VERSION:-3.12}" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
+    -d "$DIR/wheels" "${DEEPSPEED_WHEELS[@]}"
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "$DEEPSPEED" -d "$DIR/wheels"
   "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: kp==0.9.0 -d "$DIR"
   log "kit in $DIR ($(du -sh "$DIR" | cut -f1))"
   ;;
@@ -79,6 +92,13 @@ install)
   "$PY" -m pip install -q --disable-pip-version-check --no-index --no-build-isolation --no-deps \
     --force-reinstall "$ROOT/plugins/vk-adam-lion"
   log "installed: $("$PY" -c 'import kp; print(kp.__version__)') and vk-adam into $PY"
+  if DS_BUILD_OPS=0 "$PY" -m pip install -q --disable-pip-version-check --no-index --find-links "$DIR/wheels" \
+    --no-build-isolation "$DEEPSPEED" >"$DIR/deepspeed-install.log" 2>&1; then
+    log "installed: deepspeed $("$PY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)"
+  else  # optional: the host bench's DeepSpeedCPUAdam row says why it is skipped
+    tail -5 "$DIR/deepspeed-install.log" >&2
+    log "deepspeed not installed (see $DIR/deepspeed-install.log); the host bench skips its row"
+  fi
   ;;
 test)
   shift 2 || shift $#
@@ -88,7 +108,7 @@ test)
   "$PY" -m pytest --vk-validation tests plugins/vk-adam-lion/tests -p no:cacheprovider "$@"
   ;;
 *)
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -4,10 +4,11 @@ elements (``--host-sizes``; a software device leaves 2^26 out), beside torch; ``
 measurements are in ``host_peers``. Rows: vk-adam's ``opt.step([g])`` (host-memory imports, and
 the staging path with ``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, and fused), torch
 CUDA fused AdamW with the grad's copy in and the param's copy out (the NumPy arrays as they are,
-and pinned staging tensors). Gradients are *reused* (the same arrays every step, rewritten in
-place) or *fresh* (a new array each step; the previous one dies inside the timed region). A
-second table gives vk-adam's speed-up over every other row. Yardsticks: one copy of the
-gradient's bytes to the GPU (pinned, pageable) and ``np.copyto``.
+and pinned staging tensors), DeepSpeed's CPU Adam (``DeepSpeedCPUAdam``, ``adamw_mode=True``;
+skipped, with the reason, without ``deepspeed`` or its built op). Gradients are *reused* (the
+same arrays every step, rewritten in place) or *fresh* (a new array each step; the previous one
+dies inside the timed region). A second table gives vk-adam's speed-up over every other row.
+Yardsticks: one copy of the gradient's bytes to the GPU (pinned, pageable) and ``np.copyto``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ LABELS = {
     "torch-cpu-fused": "torch CPU AdamW, fused",
     "torch-cuda": "torch CUDA fused AdamW, copying grads in and params out",
     "torch-cuda-pinned": "torch CUDA fused AdamW, pinned host copies",
+    "deepspeed-cpu": "DeepSpeedCPUAdam (adamw_mode=True)",
 }
 #: Rows run on reused arrays only (pinned staging tensors the application keeps).
 REUSED_ONLY = ("torch-cuda-pinned",)
@@ -75,6 +77,8 @@ def _measure(job: tuple[int, str, str], args: argparse.Namespace, device: int) -
         return hp.yardsticks(n, cuda_available(), warmup, repeats)
     if not torch_available():
         return {"skipped": "torch is not installed", "cell": "no torch"}
+    if backend == "deepspeed-cpu":
+        return hp.bench_deepspeed_cpu(n, arrays, warmup, repeats)
     if backend == "torch-cpu":
         return hp.bench_torch_cpu(n, arrays, False, warmup, repeats)
     if backend == "torch-cpu-fused":
@@ -161,6 +165,7 @@ def _cell(row: Row | None, long: bool = False) -> str:
 def format_host_table(report: dict[str, Any]) -> str:
     meta, rows, ticks = report["meta"], report["rows"], {y["elements"]: y for y in report["yardsticks"]}
     labels = report.get("labels", LABELS)
+    ds = next((r for r in rows if "deepspeed" in r), None)
     find = {(r["elements"], r["arrays"], r["backend"]): r for r in rows}
     others = report.get("speedup_over", list(labels)[1:])
     lines = [
@@ -169,6 +174,7 @@ def format_host_table(report: dict[str, Any]) -> str:
         f"step's gradient array is dropped inside the timed region). Vulkan: {meta['device']}; "
         f"torch {meta.get('torch', 'not installed')}"
         + (f" ({meta['torch_threads']} threads)" if "torch_threads" in meta else "")
+        + (f"; DeepSpeed {ds['deepspeed']} ({ds['threads']} threads)" if ds else "")
         + f"; CUDA: {meta.get('cuda_device', 'none')}.",
         "",
         f"| fp32 elements | grad arrays | {' | '.join(labels.values())} |",

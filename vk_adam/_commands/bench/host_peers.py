@@ -1,7 +1,8 @@
 """The measurements of ``vk-adam bench --cases host`` (``host`` runs them and makes the table):
 vk-adam's AdamW on NumPy params (host-memory imports, or staging memory with
 ``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, fused), torch CUDA fused AdamW with
-copies in and out (the NumPy arrays as they are, or pinned staging tensors), and yardsticks.
+copies in and out (the NumPy arrays as they are, or pinned staging tensors), DeepSpeed's CPU Adam
+(where ``deepspeed`` imports and its op builds), and yardsticks.
 
 Each row returns the median wall time of ``repeats`` steps after ``warmup``, each step timed
 alone. Fresh arrays: the step's new gradient array is made (untimed) while the previous one
@@ -12,7 +13,9 @@ a library does when an array dies (vk-adam: release its import) is counted.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -124,6 +127,95 @@ def bench_torch_cpu(n: int, arrays: str, fused: bool, warmup: int, repeats: int)
         tp.grad = torch.from_numpy(grads.current)
 
     return _row(samples(opt.step, warmup, repeats, ready, grads.release), grads, before, p)
+
+
+#: How to get the DeepSpeed row, in its skip reason.
+DEEPSPEED_HOW = (
+    "DS_BUILD_OPS=0 pip install deepspeed; its CPU Adam op is built on first use, with g++ and ninja"
+)
+#: Why each DeepSpeedCPUAdam-like class could not be made, so a failed op build is tried once.
+_DEEPSPEED_UNUSABLE: dict[Any, str] = {}
+
+
+def deepspeed_cpu_adam() -> tuple[Any, str]:
+    """``deepspeed.ops.adam.DeepSpeedCPUAdam`` and deepspeed's version; raises whatever importing
+    them raises (``ImportError`` where deepspeed is not installed)."""
+    import deepspeed  # type: ignore[import-not-found,import-untyped]
+    from deepspeed.ops.adam import DeepSpeedCPUAdam  # type: ignore[import-not-found,import-untyped]
+
+    return DeepSpeedCPUAdam, str(deepspeed.__version__)
+
+
+def _ninja_dirs() -> list[str]:
+    """Folders holding a ``ninja`` the op's JIT build may use where ``PATH`` has none: the
+    interpreter's (a venv's ``bin``, run without activating it), the ``ninja`` wheel's own."""
+    dirs = [os.path.dirname(sys.executable)]
+    try:
+        import ninja  # type: ignore[import-not-found,import-untyped]
+
+        dirs.append(str(ninja.BIN_DIR))
+    except (ImportError, AttributeError):
+        pass
+    return [d for d in dict.fromkeys(dirs) if shutil.which("ninja", path=d)]
+
+
+def _openmp_runtimes() -> list[str]:
+    """The OpenMP runtimes mapped into this process (Linux): one means torch's thread count is
+    the op's too."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "omp" in line.rsplit("/", 1)[-1]}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/"))
+
+
+def bench_deepspeed_cpu(n: int, arrays: str, warmup: int, repeats: int) -> Row:
+    """``opt.step()`` of ``DeepSpeedCPUAdam([tp], lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=1e-2, adamw_mode=True)`` (torch AdamW's defaults, which DeepSpeed's differ from
+    in ``weight_decay``), over ``from_numpy`` tensors as in ``bench_torch_cpu``, on the threads
+    the process has (``threads``: torch's OpenMP count, which the op's ``-fopenmp`` build shares
+    where one OpenMP runtime is mapped, ``openmp_runtimes``). Skipped, with the reason, where
+    deepspeed does not import or its CPU Adam op does not build or load."""
+    import torch
+
+    try:
+        cls, version = deepspeed_cpu_adam()
+    except ImportError as exc:
+        return {"skipped": f"deepspeed not installed ({exc}): {DEEPSPEED_HOW}", "cell": "no deepspeed"}
+    except Exception as exc:  # deepspeed's import runs its accelerator detection
+        return {"skipped": f"deepspeed failed to import: {type(exc).__name__}: {exc}", "cell": "n/a"}
+    if cls in _DEEPSPEED_UNUSABLE:
+        return {"skipped": _DEEPSPEED_UNUSABLE[cls], "cell": "n/a"}
+    grads = Grads(n, arrays)
+    p, before = grads.param, grads.param.copy()
+    tp = torch.from_numpy(p).requires_grad_()
+    path = os.environ.get("PATH")
+    if shutil.which("ninja") is None:  # the JIT build runs ``ninja`` from PATH
+        os.environ["PATH"] = os.pathsep.join([*_ninja_dirs(), *([path] if path else [])])
+    try:  # builds (once, then from torch's extension cache) and loads the op
+        opt = cls([tp], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, adamw_mode=True)
+    except Exception as exc:
+        cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
+        why = f"DeepSpeedCPUAdam's CPU Adam op did not build or load: {type(exc).__name__}: {exc}{cause}"
+        _DEEPSPEED_UNUSABLE[cls] = " ".join(f"{why}; it needs g++ and ninja".split())[:600]
+        return {"skipped": _DEEPSPEED_UNUSABLE[cls], "cell": "n/a"}
+    finally:
+        if path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = path
+
+    def ready() -> None:
+        grads.next()
+        tp.grad = torch.from_numpy(grads.current)
+
+    row = _row(samples(opt.step, warmup, repeats, ready, grads.release), grads, before, p)
+    return row | {
+        "deepspeed": version,
+        "threads": torch.get_num_threads(),
+        "openmp_runtimes": _openmp_runtimes(),
+    }
 
 
 def bench_torch_cuda(n: int, arrays: str, warmup: int, repeats: int) -> Row:
