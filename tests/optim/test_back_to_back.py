@@ -150,6 +150,34 @@ def test_a_new_sequence_is_checked_after_steps_recorded_into_another(rng, kp_man
     w.destroy()
 
 
+def test_gradients_checked_at_one_step_are_checked_again_when_they_change(rng, kp_manager):
+    """record_step keeps the kp tensor gradients it checked; another tensor, a NumPy array or a
+    tensor destroyed since is checked (and refused) as at the first step."""
+    mgr = kp_manager
+    w = mgr.tensor(rng.standard_normal(64).astype(np.float32))
+    g, other = mgr.tensor(random_grad(rng, (64,))), mgr.tensor(random_grad(rng, (64,)))
+    small = mgr.tensor(random_grad(rng, (32,)))
+    for t in (w, g, other, small):
+        upload(mgr, t, t.data().copy())
+    with vk_adam.Adam([w], lr=1e-2, manager=mgr, zero_grad=False) as opt:
+        seq = mgr.sequence()
+        assert [opt.record_step(seq, [g]) for _ in range(3)] == [1, 2, 3]
+        with pytest.raises(ValueError, match="grad for param 0 has 32 elements; the param has 64"):
+            opt.record_step(seq, [small])
+        with pytest.raises(TypeError, match="record_step takes gradients already on the device"):
+            opt.record_step(seq, [random_grad(rng, (64,))])
+        with pytest.raises(ValueError, match="got 2 gradient"):
+            opt.record_step(seq, [g, g])
+        assert opt.record_step(seq, (other,)) == 4
+        assert opt.record_step(seq, [g]) == 5
+        seq.eval()
+        g.destroy()
+        with pytest.raises(ValueError, match="grad for param 0 has 0 elements"):
+            opt.record_step(seq, [g])
+    for t in (w, other, small):
+        t.destroy()
+
+
 @needs_patch
 def test_an_unwritten_param_is_refused_until_it_is_written(rng, kp_manager):
     mgr = kp_manager

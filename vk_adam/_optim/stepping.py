@@ -18,7 +18,7 @@ import numpy as np
 
 from .._errors import LostUpdateWarning
 from .._rules import UpdateRule
-from .._runtime import Runtime, device_of, host_view, refuse_unwritten, uploads_of
+from .._runtime import Runtime, device_of, element_count, host_view, refuse_unwritten, uploads_of
 from .device import DeviceGroups, Group
 from .groups import check_recordable, prepare_grads, refuse_foreign, refuse_host_grads, revalidate
 from .host_memory import refuse_resized
@@ -61,12 +61,15 @@ class Stepper:
         # back pay for it once: the device params (a group's buffer sets are fixed once made),
         # those seen written (device memory, once written, stays so), the upload counts the
         # checks read (recording evaluates nothing, so they hold after it), and the sequence
-        # record_step last recorded into (its type and device checked; a weak reference, the
-        # application owns it).
+        # record_step last recorded into (its type and device checked; weak references here
+        # and below: the application owns them).
         self._params = self._device_params()
         self._written: set[tuple[int, int]] = set()
         self._counts: list[tuple[tuple[int, int], int | None]] = []
         self._sequence: weakref.ref[Any] | None = None
+        # and the kp tensor gradients of the last step, checked, and their prepared form
+        self._grads_seen: list[weakref.ref[Any]] | None = None
+        self._grads_prepared: list[list[Any]] | None = None
 
     def _drain(self) -> None:
         self._in_flight.drain()
@@ -118,8 +121,14 @@ class Stepper:
             check_recordable(self._groups, self.skip_nonfinite, sequence)
         self._refuse_unwritten_params()
         refuse_resized(self._groups)
-        prepared = prepare_grads(grads, self._groups, where)
-        refuse_foreign(self._device, self._groups, prepared, sequence if recording and not known else None)
+        prepared = self._known_grads(grads)
+        if prepared is None:
+            prepared = prepare_grads(grads, self._groups, where)
+            refuse_foreign(
+                self._device, self._groups, prepared, sequence if recording and not known else None
+            )
+        elif recording and not known:
+            refuse_foreign(self._device, self._groups, None, sequence)
         self._warn_lost_updates()
         if recording:
             refuse_host_grads(prepared)
@@ -133,7 +142,35 @@ class Stepper:
         revalidate(self.rule, self._groups, self.zeroes_grad)
         if not wait and self._dev.grad_scale is not None:
             raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
+        self._remember_grads(grads, prepared)
         return prepared
+
+    def _known_grads(self, grads: Sequence[Any] | None) -> list[list[Any]] | None:
+        """The last step's prepared gradients when ``grads`` holds the same kp tensors, each
+        still holding its buffer (a kp tensor's kind, size and device do not change, nor does
+        written memory become unwritten: the checks they passed hold); else None."""
+        seen = self._grads_seen
+        if seen is None or not isinstance(grads, (list, tuple)) or len(grads) != len(seen):
+            return None
+        for ref, g in zip(seen, grads, strict=True):
+            if ref() is not g or element_count(g) == 0:  # 0: destroyed since
+                return None
+        return self._grads_prepared
+
+    def _remember_grads(self, grads: Sequence[Any] | None, prepared: list[list[Any]] | None) -> None:
+        """Keep gradients that are all kp tensors, checked, for :meth:`_known_grads`."""
+        if prepared is self._grads_prepared and prepared is not None:
+            return
+        self._grads_seen, self._grads_prepared = None, None
+        if prepared is None or not isinstance(grads, (list, tuple)):
+            return
+        if any(isinstance(g, np.ndarray) for gs in prepared for g in gs):
+            return  # NumPy gradients: checked every step (their values and shapes are the caller's)
+        try:
+            self._grads_seen = [weakref.ref(g) for g in grads]
+        except TypeError:  # a type without weak references: checked every time
+            return
+        self._grads_prepared = prepared
 
     def _device_params(self) -> list[tuple[tuple[int, int], Any]]:
         return [
