@@ -25,6 +25,7 @@ not depend on the values).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import json
 import statistics
@@ -104,6 +105,7 @@ def vk_adam_step(n: int, parts: int, bf16: bool, steps: int) -> dict:
     sizes = split(n, parts)
     t0 = time.perf_counter()
     tensors: list = []
+    print(f"vk-adam: {len(sizes)} params of {sizes[0]} elements", flush=True)
     if bf16:
         import ml_dtypes
 
@@ -122,6 +124,7 @@ def vk_adam_step(n: int, parts: int, bf16: bool, steps: int) -> dict:
         # reads and writes every element either way)
         step_grads = None
     built = time.perf_counter() - t0
+    print(f"vk-adam: built in {built:.1f} s", flush=True)
     gpu, wall = [], []
     for i in range(steps + 1):
         t = time.perf_counter()
@@ -156,6 +159,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
+    faulthandler.enable()  # a crash in a driver or kp still says where it was
     args.out.mkdir(parents=True, exist_ok=True)
     n, bf16 = args.elements, args.bf16_int8
     cuda = torch.cuda.is_available()
@@ -170,6 +174,7 @@ def main() -> None:
         rows["torch"] = torch_step(n, args.parts, bf16, args.steps) if cuda else {"error": "no CUDA device"}
     except Exception as exc:
         rows["torch"] = {"error": f"{type(exc).__name__}: {exc}"}
+    print("torch:", rows["torch"], flush=True)
     try:
         rows["vk_adam"] = vk_adam_step(n, args.parts, bf16, args.steps)
     except Exception as exc:

@@ -13,6 +13,7 @@ import vk_adam
 from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
 
 from ..conftest import random_grad
+from .test_host_import import _aligned
 
 SHAPES = [(40000,), (100, 300), (17,)]
 
@@ -104,3 +105,39 @@ def test_device_params_must_be_a_bool(rng):
     p = rng.standard_normal(8).astype(np.float32)
     with pytest.raises(TypeError, match=r"device_params must be True or False \(got 'yes'\)"):
         vk_adam.Adam([p], device_params="yes")
+
+
+@pytest.mark.parametrize("skip_nonfinite", [False, True])
+def test_reused_gradients_are_read_where_they_lie_and_never_zeroed(monkeypatch, rng, skip_nonfinite):
+    """A training loop that rewrites one gradient array: from its second step the update binds
+    the gradient's import and the param's (the NumPy array, or with device_params the device's
+    copy read and the array written), with no copy; results equal the staging path's bit for
+    bit, and the application's gradient array is left as it was (zero_grad zeroes vk-adam's
+    gradient buffers, never an application's array)."""
+    seed = int(rng.integers(2**32))
+    results = {}
+    for label, device_params, host_import in [
+        ("staging", False, "0"),
+        ("default", False, "1"),
+        ("held", True, "1"),
+    ]:
+        monkeypatch.setenv("VK_ADAM_HOST_IMPORT", host_import)
+        r = np.random.default_rng(seed)
+        p = _aligned(r.standard_normal(1 << 16).astype(np.float32))  # a shader can bind its import
+        g = _aligned(np.zeros_like(p))
+        with vk_adam.AdamW(
+            [p], lr=1e-2, weight_decay=0.01, device_params=device_params, skip_nonfinite=skip_nonfinite
+        ) as opt:
+            for _ in range(4):
+                g[:] = random_grad(r, p.shape)
+                before = g.copy()
+                opt.step([g])
+                assert np.array_equal(g, before)  # the application's gradient is not zeroed
+            bset = opt._groups[0].sets[0]
+            if host_import == "1" and opt._dev.traffic.imports.enabled:
+                assert bset.bound_param is not bset.param  # the param's import is bound
+                grad_bound = bset.bound_grad is not bset.grad
+                assert grad_bound == (not skip_nonfinite)  # a pre-pass needs the gradient on the device
+            results[label] = ([p.copy()], opt.state_dict())
+    for label in ("default", "held"):
+        _same(results["staging"], results[label])

@@ -34,6 +34,7 @@ class DeviceGroups(Protocol):
     qtable: Any
     shape: LoopShape
     drain: Callable[[], None]
+    holds_params: bool  # device_params: the set's own param buffer is the param
 
     def push_words(self, variant: ShaderVariant) -> int: ...
 
@@ -86,20 +87,29 @@ def bind_pipelines(
     recording: bool,
     param: Any = None,
     n: int = 0,
+    host: bool = False,
 ) -> None:
     """Make the pipelines bound to this grad buffer current (kp binds buffers at creation):
     one update pipeline (and pre-pass) per chunk of the set (``windows``); ``param``: another
     param tensor of ``n`` elements than the set's own (``host_memory``; sets of one chunk).
+    ``host``: ``param`` and ``grad`` may be host arrays' imports (``host_memory``): the update
+    never zeroes such a gradient (it is the application's array, not a gradient buffer), and
+    with the device holding the params (``device_params``) it reads the set's own param buffer
+    at the master binding and writes both (``VK_ADAM_PARAM_OUT``).
 
     Pipelines are cached per grad buffer (an application may alternate a few). A pipeline
     is destroyed only when no submitted step still uses it (drained first) and no
     ``record_step`` used it (the application's sequence may still be unevaluated).
     """
-    key: int | tuple[int, int]
+    key: int | tuple[int, ...]
     if param is None or param is bset.param:
         param, n, key = bset.param, bset.n, id(grad)
     else:
         key = (id(param), id(grad))
+    host_grad = host and grad is not bset.grad
+    param_out = host and param is not bset.param and dev.holds_params
+    if host_grad or param_out:
+        key = (id(param), id(grad), host_grad, param_out)
     cached = bset.pipelines.get(key)
     if cached is None:
         if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
@@ -108,7 +118,7 @@ def bind_pipelines(
         spans = bset.chunks if n == bset.n else [Chunk(0, n)]
         updates, checks, check_ops = [], [], []
         for i, chunk in enumerate(spans):
-            updates.append(_update_pipeline(dev, group, bset, param, grad, chunk))
+            updates.append(_update_pipeline(dev, group, bset, param, grad, chunk, host_grad, param_out))
             check, op = gradient_prepass(dev, grad, bset, chunk, bset.slot + i)
             checks.append(check)
             check_ops.append(op)
@@ -123,9 +133,18 @@ def bind_pipelines(
 
 
 def _update_pipeline(
-    dev: DeviceGroups, group: Group, bset: BufferSet, param: Any, grad: Any, chunk: Chunk
+    dev: DeviceGroups,
+    group: Group,
+    bset: BufferSet,
+    param: Any,
+    grad: Any,
+    chunk: Chunk,
+    host_grad: bool = False,
+    param_out: bool = False,
 ) -> Any:
-    """The update pipeline of one chunk of a buffer set, with ``param`` and ``grad`` bound."""
+    """The update pipeline of one chunk of a buffer set, with ``param`` and ``grad`` bound;
+    ``host_grad``: the grad is a host array's import, never zeroed; ``param_out``: the set's
+    own param buffer at the master binding is the param read, ``param`` only written."""
     states = [bset.state[s.name] for s in group.variant.state]
     tensors = [param, grad, dev.status, *states]
     per_param = param_bytes(bset.format)
@@ -135,7 +154,8 @@ def _update_pipeline(
         (dev.status, None),
     ]
     bindings += list(zip(states, state_bytes(bset.format) or [FP32] * len(states), strict=True))
-    spec = group.spec
+    spec = (0.0, *group.spec[1:]) if host_grad else group.spec  # constant 0: zero the grad
+    master = bset.param if param_out else bset.master
     spirv, items = str(group.variant.spirv), -(-chunk.count // 4)  # a vec4 each
     max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
     if not dev.builder.has_formats(group.variant) and threads > dev.shape.max_workgroup_size:
@@ -146,15 +166,17 @@ def _update_pipeline(
         )
     if dev.builder.has_formats(group.variant):
         absmax = [bset.absmax.get(s.name) for s in group.variant.state]
-        tensors += [*(a or dev.unused for a in absmax), bset.master or dev.unused, dev.qtable]
+        tensors += [*(a or dev.unused for a in absmax), master or dev.unused, dev.qtable]
         bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
         bindings += [
-            (bset.master, FP32) if bset.master is not None else (dev.unused, None),
+            (master, FP32) if master is not None else (dev.unused, None),
             (dev.qtable, None),
         ]
         padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
         b = dev.builder
-        launch = update_launch(dev.shape, spirv, bset.format, chunk.count, b.has_shader, b.spec_ids)
+        launch = update_launch(
+            dev.shape, spirv, bset.format, chunk.count, b.has_shader, b.spec_ids, param_out=param_out
+        )
         spirv, items = launch.spirv, launch.items
         max_groups, threads = launch.max_groups, launch.threads
         spec = (*spec, *padding, *launch.spec)

@@ -28,7 +28,7 @@ from .clipping import GradClipper, initial_status
 from .host_memory import HostImports, HostTraffic
 from .layout import scatter
 from .storage import Storage, rng_key
-from .variants import LoopShape, loop_shape
+from .variants import PARAM_OUT_SPEC_ID, LoopShape, loop_shape
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
@@ -104,6 +104,8 @@ class DeviceGroups:
             bset.slot, slots = slots, slots + len(bset.chunks)
         if self._clip:
             self.clipper = GradClipper(rt, self.status, slots, skip_nonfinite)
+        #: device_params: the set's own param buffers hold the params (``HostTraffic.held``).
+        self.holds_params = False
         for group in self.groups:
             for bset in group.sets:
                 self.bind(group, bset, bset.grad)
@@ -111,6 +113,16 @@ class DeviceGroups:
         has_host = any(g.host_mode for g in self.groups)
         imports = HostImports(rt.manager, rt.device.host_import_alignment, has_host)
         self.traffic = HostTraffic(rt, imports)
+        # The update may read a NumPy gradient's import itself only with no pass over the
+        # gradients before it, and write an imported param only with a harness that can.
+        self.traffic.grads_bindable = self.clipper is None and not skip_nonfinite
+        self.traffic.param_out_groups = {
+            gi
+            for gi, g in enumerate(self.groups)
+            if g.host_mode
+            and self.builder.has_formats(g.variant)
+            and PARAM_OUT_SPEC_ID in self.builder.spec_ids(str(g.variant.spirv))
+        }
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         rt.run([rt.upload_op(rt.buffers)])
 
@@ -125,10 +137,16 @@ class DeviceGroups:
         recording: bool = False,
         param: Any = None,
         n: int = 0,
+        host: bool = False,
     ) -> None:
         """Make the pipelines bound to this grad buffer (and ``param`` of ``n`` elements, if not
-        the set's own) current (``binding``)."""
-        bind_pipelines(self, group, bset, grad, recording, param, n)
+        the set's own; ``host``: host arrays' imports) current (``binding``)."""
+        bind_pipelines(self, group, bset, grad, recording, param, n, host)
+
+    def hold_params(self) -> None:
+        """``device_params``: the set's own param buffers hold the params from now on."""
+        self.holds_params = True
+        self.traffic.hold_params()
 
     def forget_barriers(self) -> None:
         """The buffers a step touches changed (a new gradient buffer bound): rebuild the barriers."""
@@ -196,9 +214,9 @@ class DeviceGroups:
         (``traffic.bound``) and set its element count in the push constants (made by
         ``pushes``, before this)."""
         for k, bset in enumerate(group.sets):
-            param, n = self.traffic.bound.get((gi, k), (bset.param, bset.n))
-            if param is not bset.bound_param:
-                self.bind(group, bset, bset.grad, param=param, n=n)
+            param, n, grad = self.traffic.bound.get((gi, k), (bset.param, bset.n, bset.grad))
+            if param is not bset.bound_param or grad is not bset.bound_grad:
+                self.bind(group, bset, grad, param=param, n=n, host=True)
             if bset.pushes and len(bset.chunks) == 1:
                 bset.pushes[0].view(np.uint32)[0] = n
 

@@ -193,6 +193,7 @@ class _GroupPlan:
     whole: tuple[bool, bool]  # (params, grads) all staged: whole-buffer upload instead of regions
     param: Any = None  # an imported param the update shader binds itself (with its size)
     n: int = 0
+    grad: Any = None  # an imported gradient the update shader reads itself
 
 
 @dataclass
@@ -208,10 +209,16 @@ class HostTraffic:
     copy_out: list[Any] = field(default_factory=list)  # ops after the update
     #: after the wait: (slots, the set's param staging memory they come back through)
     scatter: list[tuple[list[ParamSlot], Any]] = field(default_factory=list)
-    #: per (group index, set index): the param tensor this step's update binds, and its elements
-    bound: dict[tuple[int, int], tuple[Any, int]] = field(default_factory=dict)
+    #: per (group index, set index): the param tensor this step's update binds, its elements,
+    #: and the gradient tensor it reads
+    bound: dict[tuple[int, int], tuple[Any, int, Any]] = field(default_factory=dict)
     #: single-param float32 groups may bind their param's import in the update shader
     direct: bool = True
+    #: the update may read a gradient's import itself (no pass over the gradients before it)
+    grads_bindable: bool = False
+    #: groups whose shader can write an imported param while it reads the device's copy
+    #: (``VK_ADAM_PARAM_OUT``): with ``held``, their single float32 param is written in place
+    param_out_groups: set[int] = field(default_factory=set)
     #: the device holds the params (``device_params``): they only come back to the arrays
     held: bool = False
     reload: bool = False  # the next step reads the arrays into the device's params first
@@ -248,9 +255,13 @@ class HostTraffic:
                     continue
                 self.copy_in += plan.copy_in
                 self.copy_out += plan.copy_out
-                if plan.param is not None:
-                    self.bound[gi, k] = (plan.param, plan.n)
-                    self.used_direct = True
+                if plan.param is not None or plan.grad is not None:
+                    self.bound[gi, k] = (
+                        plan.param if plan.param is not None else bset.param,
+                        plan.n if plan.param is not None else bset.n,
+                        plan.grad if plan.grad is not None else bset.grad,
+                    )
+                    self.used_direct = self.used_direct or (plan.param is not None and not held)
                 if plan.staged_params:
                     if not held:
                         gather(plan.staged_params, [s.host for s in plan.staged_params], params_in)
@@ -288,16 +299,22 @@ class HostTraffic:
         """This step's copies of one buffer set (``slots``, ``grads``: its params' and
         gradients) with at least one imported array (None: none is). ``held``: the device's
         params are current; they only come back."""
-        direct = (
-            self.direct
-            and len(group.slots) == 1
+        single = (
+            len(group.slots) == 1
             and len(bset.chunks) == 1  # a windowed set binds its own buffers' windows
             and bset.format.param == "float32"
             and bset.master is None
         )
+        # The update binds the param's import: it reads and writes the array (the array is the
+        # param), or, with the device holding the params, reads the device's copy and writes both.
+        direct = single and (key[0] in self.param_out_groups if held else self.direct)
+        bind_grads = direct and self.grads_bindable and grads is not None and grads[0].dtype == np.float32
         params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in slots]
         grad_imports = (
-            [self.imports.get(g, at_first_sight=False) if type(g) is np.ndarray else None for g in grads]
+            [
+                self.imports.get(g, at_first_sight=False, bound=bind_grads) if type(g) is np.ndarray else None
+                for g in grads
+            ]
             if grads is not None
             else []
         )
@@ -320,13 +337,13 @@ class HostTraffic:
                 plan.staged_params.append(slot)
                 staged_in.append((span[0], span[0], span[1]))
                 continue
+            if direct and entry.bound:  # the update writes the array itself (and reads it, or not held)
+                plan.param, plan.n = entry.tensor, slot.size
+                plan.copy_out.append(host_read_barrier_op([entry.tensor], after_shader=True))
+                continue
             if held:
                 plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
                 host_visible.append(entry.tensor)
-                continue
-            if direct and entry.bound:  # the update reads and writes the array itself
-                plan.param, plan.n = entry.tensor, slot.size
-                plan.copy_out.append(host_read_barrier_op([entry.tensor], after_shader=True))
                 continue
             plan.copy_in.append(copy_regions_op(entry.tensor, param, [(entry.offset, span[0], span[1])]))
             plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
@@ -344,6 +361,8 @@ class HostTraffic:
             if entry is None:
                 plan.staged_grads.append(i)
                 staged_grads.append((span[0], span[0], span[1]))
+            elif bind_grads and entry.bound and plan.param is not None:  # the update reads it
+                plan.grad = entry.tensor
             else:
                 plan.copy_in.append(copy_regions_op(entry.tensor, grad, [(entry.offset, span[0], span[1])]))
         if staged_grads and not plan.whole[1]:

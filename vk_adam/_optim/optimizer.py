@@ -141,7 +141,7 @@ class Optimizer(Closable, DeviceAccess):
             if exportable:  # an exported flat param buffer stays current
                 self._dev.traffic.stop_direct()
             if device_params:
-                self._dev.traffic.hold_params()
+                self._dev.hold_params()
         except BaseException:
             self.close()
             raise

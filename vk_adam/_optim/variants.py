@@ -40,6 +40,7 @@ from .storage import GroupFormat, uint_spec
 __all__ = [
     "INT8_VEC4S_ENV",
     "INT8_WORKGROUPS_ENV",
+    "PARAM_OUT_SPEC_ID",
     "SUBGROUPS_ENV",
     "VEC4S_ENV",
     "WORKGROUP_SIZE_ENV",
@@ -66,6 +67,9 @@ SUBGROUP_SIZES = (8, 16, 32, 64)
 VEC4S_SPEC_ID = 23
 #: The specialization constant of the workgroup size (``local_size_x_id``, harness version 5).
 WORKGROUP_SIZE_SPEC_ID = 25
+#: The specialization constant ``VK_ADAM_PARAM_OUT`` (harness version 6): an fp32 update reads
+#: the param from the master binding and writes both it and the param binding.
+PARAM_OUT_SPEC_ID = 26
 #: Workgroup sizes the knob takes, and the harness's own.
 WORKGROUP_SIZES = (64, 128, 256, 512, 1024)
 DEFAULT_WORKGROUP_SIZE = 256
@@ -152,6 +156,7 @@ def update_launch(
     n: int,
     has_shader: Callable[[str], bool],
     spec_ids: Callable[[str], frozenset[int]],
+    param_out: bool = False,
 ) -> UpdateLaunch:
     """The launch of a rule shader ``spirv`` (built against the harness with storage formats)
     over ``n`` elements stored as ``form``. 8-bit state runs the subgroup variant where the
@@ -171,6 +176,10 @@ def update_launch(
         if subgroups or not quantized:  # the base variant's 8-bit loop needs 256
             threads = shape.workgroup_size
         spec = (*spec, *uint_spec(threads))
+    if PARAM_OUT_SPEC_ID in ids:
+        spec = (*spec, *uint_spec(int(param_out)))
+    elif param_out:
+        raise ValueError(f"{spirv} was built before VK_ADAM_PARAM_OUT (harness version 6)")
     if threads > shape.max_workgroup_size:
         limit = (
             f"this device allows {shape.max_workgroup_size} invocations per workgroup "

@@ -41,8 +41,8 @@ class ShaderInterface:
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
 #: Every specialization-constant id the optimizer supplies beyond 0: the storage formats and
 #: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4;
-#: 25: the workgroup size, harness 5).
-HARNESS_SPEC_IDS = frozenset(range(16, 26))
+#: 25: the workgroup size, harness 5), and 26: VK_ADAM_PARAM_OUT (harness 6).
+HARNESS_SPEC_IDS = frozenset(range(16, 27))
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:

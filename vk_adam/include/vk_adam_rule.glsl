@@ -20,14 +20,16 @@
 //                          (1.0, or the global-norm clipping factor written on the device)
 //   bindings 3 .. 3+K-1    the rule's K state buffers, in the order the rule declares them
 //   bindings 3+K .. 3+2K-1 the fp32 absmax per block of each 8-bit state buffer (else unused)
-//   binding 3+2K           the fp32 master copy of a 16-bit param (else unused)
+//   binding 3+2K           the fp32 master copy of a 16-bit param; with VK_ADAM_PARAM_OUT, the
+//                          device's copy of an fp32 param (else unused)
 //   binding 4+2K           the quantization tables of 8-bit state (else unused; _formats.py)
 // Push constants: uint n (element count), VK_ADAM_HYPER_COUNT floats (the rule's per-step values,
 // packed on the host in float64 and rounded once to float32), then uint rng_key (the step's key
 // of the stochastic-rounding stream).
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
 // 16..21 are the storage formats below, 22..25 the loop's shape (vk_adam/_optim/variants.py; 25 is
-// the workgroup size, 256 unless the host picks another for a loop that allows it).
+// the workgroup size, 256 unless the host picks another for a loop that allows it); 26 is
+// VK_ADAM_PARAM_OUT.
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -46,7 +48,7 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 5
+#define VK_ADAM_HARNESS_VERSION 6
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -76,6 +78,10 @@ layout(constant_id = 21) const uint VK_ADAM_STATE3_FORMAT = 0u;
 layout(constant_id = 22) const uint VK_ADAM_INT8_VEC4S = 1u;
 // No 8-bit state: vec4s per invocation per tile, 1, 2 or 4 ($VK_ADAM_VEC4S; default 1).
 layout(constant_id = 23) const uint VK_ADAM_VEC4S = 1u;
+// fp32 params only: 1 reads the param from the master binding (the device's copy) and writes it
+// to both, the param binding being only written (an optimizer with device_params=True writes
+// each step's params straight into the host arrays it imported).
+layout(constant_id = 26) const uint VK_ADAM_PARAM_OUT = 0u;
 #ifdef VK_ADAM_SUBGROUPS
 // The device's subgroup size (8, 16, 32 or 64), as the host read it from the device.
 layout(constant_id = 24) const uint VK_ADAM_SUBGROUP_SIZE = 32u;
@@ -332,6 +338,7 @@ uint vk_adam_state_format(uint k) {
 // partial vec4 goes lane by lane. Packed 16- and 8-bit buffers are vk-adam's, padded to whole
 // vec4s (8-bit state to whole blocks).
 vec4 vk_adam_load_param(uint i, uint n) {
+    if (VK_ADAM_PARAM_FORMAT == 0u && VK_ADAM_PARAM_OUT != 0u) return master_v4[i];  // padded
     if (VK_ADAM_PARAM_MODE == 1u) {
         // The master copy, except where the 16-bit param is no longer its rounding: there the
         // param was changed since the last step (by the application, or a loaded checkpoint)
@@ -358,6 +365,7 @@ vec4 vk_adam_load_param(uint i, uint n) {
 
 void vk_adam_store_param(uint i, uint n, vec4 p) {
     if (VK_ADAM_PARAM_FORMAT == 0u) {
+        if (VK_ADAM_PARAM_OUT != 0u) master_v4[i] = p;
         if (4u * i + 4u <= n) {
             param_v4[i] = p;
         } else {
