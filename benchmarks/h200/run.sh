@@ -99,7 +99,7 @@ case "$mode" in
     echo "bench rc=$?"; sed -n '/^AdamW on NumPy/,$p' "$OUT/host.log" | grep -v '^host:'
     # shellcheck disable=SC2046
     "$PYTHON" -m pytest --vk-validation $(tests_named test_host_import test_interop test_interop_optimizer \
-      test_bench_host) -p no:cacheprovider -q > "$OUT/tests.txt" 2>&1
+      test_bench_host test_bench_deepspeed) -p no:cacheprovider -q > "$OUT/tests.txt" 2>&1
     tail -3 "$OUT/tests.txt"
     "$PYTHON" examples/interop/live_weights.py --steps 10 > "$OUT/live_weights.txt" 2>&1
     tail -2 "$OUT/live_weights.txt"

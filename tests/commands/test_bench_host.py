@@ -1,18 +1,24 @@
-"""`vk-adam bench --cases host`: AdamW on NumPy params (import and staging paths) beside torch CPU
-(defaults, fused) and torch CUDA with copies (pageable, pinned), arrays reused and fresh each step
-(timings are not asserted: benchmarks measure, tests check the plumbing, that the timed steps ran
-and that fresh arrays died inside them)."""
+"""`vk-adam bench --cases host`: AdamW on NumPy params (import and staging paths, params held on
+the device with device_params=True) beside torch CPU (defaults, fused) and torch CUDA with copies
+(pageable, pinned), arrays reused and fresh each step (timings are not asserted: benchmarks
+measure, tests check the plumbing, that the timed steps ran, that the device_params row computed
+the default row's params and that fresh arrays died inside them)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
+import re
+from typing import Any
 
+import numpy as np
 import pytest
 
+import vk_adam
 from vk_adam import select_device
 from vk_adam._commands.bench import host, host_peers
 from vk_adam.cli import main
@@ -49,14 +55,20 @@ def test_host_bench_runs_every_row_at_tiny_sizes(tmp_path, capsys):
     torch_here = host.torch_available()
     for n in SIZES:
         for arrays in ("reused", "fresh"):
-            for backend in ("vk-adam", "vk-adam-staging"):
+            for backend in ("vk-adam", "vk-adam-device-params", "vk-adam-staging"):
                 vk = rows[(n, arrays, backend)]
                 assert _positive(vk["ms"]) and _positive(vk["min_ms"]) and vk["timed_steps"] == 3
                 # the timed steps ran: the param moved, and the optimizer counted every step
                 assert vk["param_max_change"] > 0 and vk["optimizer_steps"] == 4
                 # imports on where the device has them (the row says), never on the staging path
-                assert vk["host_import"] in ((True, False) if backend == "vk-adam" else (False,))
+                assert vk["host_import"] in ((False,) if backend == "vk-adam-staging" else (True, False))
+                assert vk["device_params"] is (backend == "vk-adam-device-params")
+            # the device held the param and copied it out each step: the default row's bytes
+            plain, held = rows[(n, arrays, "vk-adam")], rows[(n, arrays, "vk-adam-device-params")]
+            assert held["param_sha256"] == plain["param_sha256"] != _sha256(host_peers.Grads(n, arrays).param)
+            assert rows[(n, arrays, "vk-adam-staging")]["param_sha256"] == plain["param_sha256"]
             assert _positive(rows[(n, arrays, "vk-adam-staging")]["vk_adam_speedup"])
+            assert _positive(held["vk_adam_speedup"])
             for backend in ("torch-cpu", "torch-cpu-fused"):
                 cpu = rows[(n, arrays, backend)]
                 if not torch_here:
@@ -70,6 +82,8 @@ def test_host_bench_runs_every_row_at_tiny_sizes(tmp_path, capsys):
                 cuda = rows[(n, arrays, backend)]
                 if _cuda():
                     assert _positive(cuda["ms"]) and cuda["param_max_change"] > 0
+                    # the pinned row against the device_params row (the same semantics)
+                    assert _positive(cuda["device_params_speedup"]) or backend == "torch-cuda"
                 else:
                     assert "ms" not in cuda and cuda["skipped"]
             if arrays == "fresh":  # a new array each step, made while the previous one lived,
@@ -85,10 +99,17 @@ def test_host_bench_runs_every_row_at_tiny_sizes(tmp_path, capsys):
     assert "| 2^12 (0.0156 MiB) | reused |" in table and "| 2^14 (0.0625 MiB) | fresh |" in table
     assert "vk-adam's speed-up" in table and "| vs torch CPU AdamW (defaults) |" in table
     assert "* torch CUDA fused AdamW, pinned host copies: reused arrays only" in table
+    assert "vk-adam, device_params=True against torch CUDA fused AdamW, pinned host copies" in table
+    for n, label in zip(SIZES, ("2^12 (0.0156 MiB)", "2^14 (0.0625 MiB)"), strict=True):
+        line = re.search(rf"^\* {re.escape(label)}: device_params vs torch CUDA pinned: (.+)$", table, re.M)
+        assert line is not None, table
+        ratio = rows[(n, "reused", "torch-cuda-pinned")].get("device_params_speedup")
+        assert line[1] == (f"{ratio:.2f}x" if ratio else "no CUDA" if torch_here else "no torch")
     assert "| fp32 elements | one copy to the GPU, pinned |" in table and table.strip() in out
     assert ("no CUDA" in table) is not _cuda()
     # a progress line per row as it ends, then where the files went
     assert "host 2^12 vk-adam, NumPy params, reused arrays: " in out
+    assert "host 2^14 vk-adam, device_params=True, fresh arrays: " in out
     assert "host 2^12 vk-adam, staging path (VK_ADAM_HOST_IMPORT=0), fresh arrays: " in out
     assert "host 2^14 yardsticks: copyto " in out
     assert f"wrote {tmp_path / 'host.json'}, {tmp_path / 'host.md'}" in out
@@ -102,6 +123,43 @@ def test_vk_rows_set_the_import_switch_only_while_the_optimizer_is_made(monkeypa
     row = host_peers.bench_vk(2**17, "reused", select_device().index, 0, 2, host_import=True)
     assert row["host_import"] in (True, False)  # the device's (VK_EXT_external_memory_host)
     assert "VK_ADAM_HOST_IMPORT" not in os.environ
+
+
+def _sha256(a: np.ndarray) -> str:
+    return hashlib.sha256(a.data).hexdigest()
+
+
+@pytest.mark.parametrize("arrays", ["reused", "fresh"])
+def test_the_device_params_row_steps_the_default_rows_params_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, arrays: str
+) -> None:
+    """The device_params row makes its optimizer with device_params=True, and after the timed
+    steps its NumPy param (copied out of the device each step) is the default row's, byte for byte."""
+    made: list[host_peers.Grads] = []
+    options: list[dict[str, Any]] = []
+
+    class Recorded(host_peers.Grads):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    class RecordedAdamW(vk_adam.AdamW):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            options.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(host_peers, "Grads", Recorded)
+    monkeypatch.setattr(vk_adam, "AdamW", RecordedAdamW)
+    device = select_device().index
+    plain = host_peers.bench_vk(2**14, arrays, device, 1, 3)
+    held = host_peers.bench_vk(2**14, arrays, device, 1, 3, device_params=True)
+    assert [o["device_params"] for o in options] == [False, True]
+    start = host_peers.Grads(2**14, arrays).param
+    assert not np.array_equal(made[0].param, start)  # the steps moved the param
+    assert np.array_equal(made[1].param.view(np.uint32), made[0].param.view(np.uint32))
+    assert held["param_sha256"] == plain["param_sha256"] == _sha256(made[1].param)
+    assert held["optimizer_steps"] == plain["optimizer_steps"] == 4
+    assert held["param_max_change"] == plain["param_max_change"] > 0
 
 
 def test_fresh_grads_drop_the_previous_array_in_release_only():
@@ -135,10 +193,12 @@ def test_default_sizes_and_what_a_software_device_leaves_out(tmp_path, monkeypat
     assert list(skipped) == (["2^26"] if software else [])
     assert ("* 2^26 not run: a software Vulkan device" in table) is software
     # every row on reused arrays; the pinned CUDA row not on fresh ones
-    assert "| 2^20 (4 MiB) | reused | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 |" in table
-    assert "| 2^20 (4 MiB) | fresh | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | n/a |" in table
-    assert "| 2^20 (4 MiB) | reused | 1.00x | 1.00x | 1.00x | 1.00x | 1.00x |" in table  # the speed-ups
-    assert "| 2^20 (4 MiB) | fresh | 1.00x | 1.00x | 1.00x | 1.00x |  |" in table
+    assert "| 2^20 (4 MiB) | reused |" + " 2.000 |" * len(host.LABELS) in table
+    assert "| 2^20 (4 MiB) | fresh | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | 2.000 | n/a | 2.000 |" in table
+    assert "| 2^20 (4 MiB) | reused |" + " 1.00x |" * (len(host.LABELS) - 1) in table  # the speed-ups
+    assert "| 2^20 (4 MiB) | fresh | 1.00x | 1.00x | 1.00x | 1.00x | 1.00x |  | 1.00x |" in table
+    # the device_params row against torch's pinned row, per size
+    assert "* 2^20 (4 MiB): device_params vs torch CUDA pinned: 1.00x" in table
 
 
 def test_host_sizes_parse_and_refuse_nonsense(tmp_path, capsys):

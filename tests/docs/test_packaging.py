@@ -5,7 +5,9 @@ need the `demo` extra, and say so when it is missing."""
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import kp
@@ -46,21 +48,34 @@ def test_the_installed_kp_is_that_series():
 #: Imported only when the user brings them: torch and mpi4py (interop, ZeRO-1's communicators),
 #: pytest (the pytest plugin, which only pytest loads).
 OPTIONAL_IMPORTS = {"torch", "mpi4py", "pytest", "_pytest"}
+#: Optional peers of `vk-adam bench`, which skips their rows with the reason when they are absent
+#: (`--cases host`'s DeepSpeedCPUAdam row, and the ninja its op builds with). Allowed only under
+#: vk_adam/_commands/bench/, and only inside functions: importing the bench never needs them.
+OPTIONAL_BENCH_PEERS = {"deepspeed", "ninja"}
 
 
 def _requirement_names(requirements: list[str]) -> set[str]:
     return {re.match(r"[A-Za-z0-9_.-]+", r)[0].lower().replace("-", "_") for r in requirements}
 
 
-def _third_party_imports(paths: list[Path]) -> dict[str, str]:
-    """Top-level third-party modules imported anywhere in ``paths`` (lazy imports included),
-    each with one file that imports it."""
-    import ast
+def _module_level(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes that run when the module is imported: all but those inside functions."""
+    for node in ast.iter_child_nodes(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield node
+            yield from _module_level(node)
+
+
+def _third_party_imports(paths: list[Path], module_level: bool = False) -> dict[str, str]:
+    """Top-level third-party modules imported anywhere in ``paths`` (lazy imports included, or
+    with ``module_level`` only the imports that run when the module is imported), each with one
+    file that imports it."""
     import sys
 
     found: dict[str, str] = {}
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for node in _module_level(tree) if module_level else ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -93,9 +108,16 @@ def test_the_library_needs_only_its_declared_dependencies_and_the_commands_the_d
     undeclared = {
         name: where
         for name, where in _third_party_imports(commands).items()
-        if name.lower() not in dependencies | demo | OPTIONAL_IMPORTS
+        if name.lower() not in dependencies | demo | OPTIONAL_IMPORTS | OPTIONAL_BENCH_PEERS
     }
     assert not undeclared, f"imported by vk-adam demo/bench, in neither dependencies nor demo: {undeclared}"
+    # the bench's optional peers: imported by the bench alone, and only when a row runs
+    bench = package / "_commands" / "bench"
+    elsewhere = _third_party_imports([c for c in commands if bench not in c.parents])
+    eager = _third_party_imports(commands, module_level=True)
+    for found in (elsewhere, eager):
+        misplaced = {name: where for name, where in found.items() if name.lower() in OPTIONAL_BENCH_PEERS}
+        assert not misplaced, f"optional bench peers imported outside a bench row's function: {misplaced}"
 
 
 @pytest.mark.parametrize("command", ["demo", "bench"])

@@ -1,13 +1,16 @@
 """``vk-adam bench --cases host``: AdamW on NumPy params, one fp32 tensor of 2^20, 2^24 and 2^26
 elements (``--host-sizes``; a software device leaves 2^26 out), beside torch; ``host.json`` and
 ``host.md``. docs/usage.md ("NumPy params against torch") says what each row times; the
-measurements are in ``host_peers``. Rows: vk-adam's ``opt.step([g])`` (host-memory imports, and
-the staging path with ``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, and fused), torch
-CUDA fused AdamW with the grad's copy in and the param's copy out (the NumPy arrays as they are,
-and pinned staging tensors), DeepSpeed's CPU Adam (``DeepSpeedCPUAdam``, ``adamw_mode=True``;
-skipped, with the reason, without ``deepspeed`` or its built op). Gradients are *reused* (the
-same arrays every step, rewritten in place) or *fresh* (a new array each step; the previous one
-dies inside the timed region). A second table gives vk-adam's speed-up over every other row.
+measurements are in ``host_peers``. Rows: vk-adam's ``opt.step([g])`` (host-memory imports, the
+params held on the device with ``device_params=True``, and the staging path with
+``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, and fused), torch CUDA fused AdamW with the
+grad's copy in and the param's copy out (the NumPy arrays as they are, and pinned staging
+tensors), DeepSpeed's CPU Adam (``DeepSpeedCPUAdam``, ``adamw_mode=True``; skipped, with the
+reason, without ``deepspeed`` or its built op). Gradients are *reused* (the same arrays every
+step, rewritten in place) or *fresh* (a new array each step; the previous one dies inside the
+timed region). A second table gives vk-adam's speed-up over every other row, and a line per size
+sets the ``device_params=True`` row against torch's pinned CUDA row (the same semantics: params
+on the GPU, the gradient in, the param copied out).
 Yardsticks: one copy of the gradient's bytes to the GPU (pinned, pageable) and ``np.copyto``.
 """
 
@@ -33,6 +36,7 @@ ARRAYS = ("reused", "fresh")
 #: Every row, by its key in host.json; vk-adam's speed-up is over every row after the first.
 LABELS = {
     "vk-adam": "vk-adam, NumPy params",
+    "vk-adam-device-params": "vk-adam, device_params=True",
     "vk-adam-staging": "vk-adam, staging path (VK_ADAM_HOST_IMPORT=0)",
     "torch-cpu": "torch CPU AdamW (defaults)",
     "torch-cpu-fused": "torch CPU AdamW, fused",
@@ -42,6 +46,9 @@ LABELS = {
 }
 #: Rows run on reused arrays only (pinned staging tensors the application keeps).
 REUSED_ONLY = ("torch-cuda-pinned",)
+#: Rows of the same semantics (params on the GPU, the gradient in, the param copied out), set
+#: against each other in the report: (vk-adam's, torch's).
+SAME_SEMANTICS = ("vk-adam-device-params", "torch-cuda-pinned")
 #: What runs at each size, in order: (backend, gradient arrays).
 JOBS = [(b, a) for b in LABELS for a in ARRAYS if a == "reused" or b not in REUSED_ONLY]
 JOBS += [("yardsticks", "")]
@@ -71,8 +78,9 @@ def size_label(n: int) -> str:
 def _measure(job: tuple[int, str, str], args: argparse.Namespace, device: int) -> Row:
     n, backend, arrays = job
     warmup, repeats = args.warmup, args.repeats
-    if backend in ("vk-adam", "vk-adam-staging"):
-        return hp.bench_vk(n, arrays, device, warmup, repeats, host_import=backend == "vk-adam")
+    if backend in ("vk-adam", "vk-adam-device-params", "vk-adam-staging"):
+        host_import, device_params = backend != "vk-adam-staging", backend == "vk-adam-device-params"
+        return hp.bench_vk(n, arrays, device, warmup, repeats, host_import, device_params)
     if backend == "yardsticks":
         return hp.yardsticks(n, cuda_available(), warmup, repeats)
     if not torch_available():
@@ -104,6 +112,8 @@ def run_host_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
     report |= {"speedup_over": list(LABELS)[1:], "rows": [], "yardsticks": []}
     jobs = [(n, b, a) for n in sizes for b, a in JOBS]
     started, vk_ms = time.perf_counter(), {}  # vk_ms: vk-adam's, for the speed-ups
+    ours, theirs = SAME_SEMANTICS
+    ours_ms: dict[tuple[int, str], float] = {}  # the device_params row's, for torch's pinned row
     with tqdm(jobs, desc="host", unit="run", dynamic_ncols=True, disable=args.quiet) as bar:
         for n, backend, arrays in bar:
             bar.set_postfix_str(f"{size_label(n)} {backend} {arrays}".strip())
@@ -118,6 +128,10 @@ def run_host_bench(args: argparse.Namespace, info: DeviceInfo) -> str:
                     vk_ms[(n, arrays)] = result.get("ms")
                 elif "ms" in result and vk_ms.get((n, arrays)):  # above 1: vk-adam is faster
                     result["vk_adam_speedup"] = result["ms"] / vk_ms[(n, arrays)]
+                if backend == ours and result.get("ms"):
+                    ours_ms[(n, arrays)] = result["ms"]
+                elif backend == theirs and "ms" in result and (n, arrays) in ours_ms:
+                    result["device_params_speedup"] = result["ms"] / ours_ms[(n, arrays)]
                 report["rows"].append({"elements": n, "arrays": arrays, "backend": backend} | result)
             if not args.quiet:  # a line per row, as it ends
                 what = f"{size_label(n)} {LABELS.get(backend, backend)}" + f", {arrays} arrays" * bool(arrays)
@@ -160,6 +174,28 @@ def _cell(row: Row | None, long: bool = False) -> str:
         times = ", ".join(f"{k[:-3]} {_ms(v)} ms" for k, v in (row or {}).items() if k.endswith("_ms"))
         return times or str((row or {}).get("skipped") or (row or {}).get("note"))
     return "n/a" if row is None else str(row.get("cell") or ("skipped" if "skipped" in row else "failed"))
+
+
+def _same_semantics(
+    sizes: list[int], find: dict[tuple[int, str, str], Row], labels: dict[str, str]
+) -> list[str]:
+    """A line per size setting the ``device_params=True`` row against torch's pinned CUDA row
+    (reused arrays, the pinned row's only kind): torch's ms over vk-adam's, or why there is none."""
+    ours, theirs = SAME_SEMANTICS
+    if ours not in labels or theirs not in labels:
+        return []
+    out = ["", f"{labels[ours]} against {labels[theirs]}, the same semantics (params on the GPU, the "]
+    out[-1] += f"gradient in, the param copied out), {theirs} ms / {ours} ms (above 1: vk-adam is faster):"
+    out += [""]
+    for n in sizes:
+        pair = [find.get((n, "reused", b)) for b in (ours, theirs)]
+        ratio = (pair[1] or {}).get("device_params_speedup")
+        why = next((_cell(r) for r in pair if r is None or "ms" not in r), "n/a")
+        figure = f"{ratio:.2f}x" if ratio else why
+        out.append(
+            f"* {size_label(n)} ({n * 4 / 2**20:,.3g} MiB): device_params vs torch CUDA pinned: {figure}"
+        )
+    return out
 
 
 def format_host_table(report: dict[str, Any]) -> str:
@@ -208,5 +244,5 @@ def format_host_table(report: dict[str, Any]) -> str:
     ]
     notes += [f"yardsticks, {size_label(n)}: {y['note']}" for n, y in ticks.items() if "note" in y]
     notes += [f"{label} not run: {why}" for label, why in meta["skipped_sizes"].items()]
-    body = lines + speed + yard
+    body = lines + speed + _same_semantics(meta["sizes"], find, labels) + yard
     return "\n".join(body + [""] * bool(notes) + [f"* {note}" for note in dict.fromkeys(notes)])

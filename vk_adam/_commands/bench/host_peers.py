@@ -1,7 +1,8 @@
 """The measurements of ``vk-adam bench --cases host`` (``host`` runs them and makes the table):
-vk-adam's AdamW on NumPy params (host-memory imports, or staging memory with
-``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW (defaults, fused), torch CUDA fused AdamW with
-copies in and out (the NumPy arrays as they are, or pinned staging tensors), DeepSpeed's CPU Adam
+vk-adam's AdamW on NumPy params (host-memory imports, the params held on the device with
+``device_params=True``, or staging memory with ``VK_ADAM_HOST_IMPORT=0``), torch CPU AdamW
+(defaults, fused), torch CUDA fused AdamW with copies in and out (the NumPy arrays as they are, or
+pinned staging tensors), DeepSpeed's CPU Adam
 (where ``deepspeed`` imports and its op builds), and yardsticks.
 
 Each row returns the median wall time of ``repeats`` steps after ``warmup``, each step timed
@@ -12,6 +13,7 @@ a library does when an array dies (vk-adam: release its import) is counted.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import statistics
@@ -86,10 +88,21 @@ def _row(times: list[float], grads: Grads, before: np.ndarray, after: np.ndarray
     return row
 
 
-def bench_vk(n: int, arrays: str, device: int, warmup: int, repeats: int, host_import: bool = True) -> Row:
+def bench_vk(
+    n: int,
+    arrays: str,
+    device: int,
+    warmup: int,
+    repeats: int,
+    host_import: bool = True,
+    device_params: bool = False,
+) -> Row:
     """``opt.step([g])`` with ``VK_ADAM_HOST_IMPORT`` 1 (``host_import``: imports where the device
     has them) or 0 (every array through staging memory) while the optimizer is made (where it is
-    read), then restored. The row's ``host_import``: imports were on for this optimizer."""
+    read), then restored; with ``device_params`` the optimizer holds the param on the device and
+    each step copies it into the NumPy param (torch's params on a GPU, copied to the host). The
+    row's ``host_import``: imports were on for this optimizer; ``param_sha256``: the param's bytes
+    after the last step (equal across vk-adam's rows: they compute the same steps)."""
     import vk_adam
     from vk_adam._optim import HOST_IMPORT_ENV
 
@@ -98,7 +111,7 @@ def bench_vk(n: int, arrays: str, device: int, warmup: int, repeats: int, host_i
     saved = os.environ.get(HOST_IMPORT_ENV)
     os.environ[HOST_IMPORT_ENV] = "1" if host_import else "0"  # whatever the caller's environment says
     try:
-        opt = vk_adam.AdamW([p], lr=1e-3, device=device)
+        opt = vk_adam.AdamW([p], lr=1e-3, device=device, device_params=device_params)
     finally:
         if saved is None:
             os.environ.pop(HOST_IMPORT_ENV, None)
@@ -109,6 +122,7 @@ def bench_vk(n: int, arrays: str, device: int, warmup: int, repeats: int, host_i
         row = _row(times, grads, before, p)
         imports = getattr(getattr(getattr(opt, "_dev", None), "traffic", None), "imports", None)
         row["host_import"] = bool(getattr(imports, "enabled", False))  # imports on for this optimizer
+        row |= {"device_params": device_params, "param_sha256": hashlib.sha256(p.data).hexdigest()}
         return row | {"optimizer_steps": int(opt.state_dict()["state"][0]["step"])}
 
 
