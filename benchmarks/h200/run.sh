@@ -37,6 +37,9 @@
 #             6 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
 #             (vk-adam bench --cases zero --ranks 2)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
+#   boundaries  host/ (vk-adam bench --cases host: every NumPy row, DeepSpeed's among them),
+#             back_to_back.json (back_to_back.py), host_paths.json, and tests.txt: the NumPy-path
+#             tests (host imports, device_params, buffer sets, threaded copies) under validation
 #   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
 #             largest steps of scale, without zero/
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
@@ -53,8 +56,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose|boundaries) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose, boundaries)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -103,6 +106,20 @@ case "$mode" in
     tail -3 "$OUT/tests.txt"
     "$PYTHON" examples/interop/live_weights.py --steps 10 > "$OUT/live_weights.txt" 2>&1
     tail -2 "$OUT/live_weights.txt"
+    exit 0;;
+  boundaries)
+    "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; tail -3 "$OUT/info.txt"
+    grep -h "deepspeed" .dev/kit/deepspeed-install.log 2>/dev/null | tail -2
+    # shellcheck disable=SC2046
+    timeout 120 "$PYTHON" -m pytest --vk-validation $(tests_named test_host_import test_device_params \
+      test_allocation_sets test_parallel_copy test_back_to_back) -p no:cacheprovider -q > "$OUT/tests.txt" 2>&1
+    echo "tests rc=$?"; tail -3 "$OUT/tests.txt"
+    timeout 300 "$PYTHON" -m vk_adam bench --cases host --out "$OUT/host" > "$OUT/host.log" 2>&1
+    echo "bench rc=$?"; sed -n '/^AdamW on NumPy/,$p' "$OUT/host.log" | grep -v '^host:'
+    timeout 60 "$PYTHON" benchmarks/h200/back_to_back.py --out "$OUT/back_to_back.json" > "$OUT/back_to_back.log" 2>&1
+    echo "back_to_back rc=$?"; tail -8 "$OUT/back_to_back.log"
+    timeout 60 "$PYTHON" benchmarks/h200/host_paths.py --sizes 24,26 --out "$OUT" > "$OUT/host_paths.log" 2>&1
+    echo "host_paths rc=$?"
     exit 0;;
   suite)
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
