@@ -374,9 +374,7 @@ def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manage
         groups,
         zero.rule,
         device=device,
-        # on the Vulkan buffers the pieces' gradients are copies each step rewrites whole: zeroing
-        # them would be a write for nothing (the application's gradients are cleared by the push)
-        zero_grad=zero.zeroes_grad and zero._nccl is None,
+        zero_grad=zero.zeroes_grad,
         state_dtype=st.state_dtype,
         stochastic_rounding=stochastic,
         seed=st.seed,
