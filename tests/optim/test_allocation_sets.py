@@ -9,6 +9,7 @@ that groups past 4 GiB take on an NVIDIA GPU."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import ml_dtypes
@@ -78,7 +79,7 @@ def test_plan_sets_packs_params_in_order_within_the_capacity():
     # slots of one set never overlap
     for k in range(len(totals)):
         spans = sorted((s.offset, s.offset + s.size) for s in slots if s.buffer_set == k)
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     one, [total] = plan_sets(params, 10**9)
     assert {s.buffer_set for s in one} == {0} and total == sum(align(p.size) for p in params)
 
@@ -152,7 +153,8 @@ def test_a_param_larger_than_one_allocation_is_refused_before_anything_changes(m
     monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(SMALL))
     big = rng.standard_normal(70000).astype(np.float32)
     before = big.copy()
-    with pytest.raises(DeviceCapabilityError, match=r"param 1 holds 70000 elements, more than one of the device's"):
+    message = r"param 1 holds 70000 elements, more than one of the device's"
+    with pytest.raises(DeviceCapabilityError, match=message):
         vk_adam.AdamW([rng.standard_normal(10).astype(np.float32), big], lr=1e-2)
     assert np.array_equal(big, before)
     with pytest.raises(ValueError, match=r"maxMemoryAllocationSize.*split it"):
