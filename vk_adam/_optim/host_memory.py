@@ -92,7 +92,8 @@ class HostImports:
     ) -> _Entry | None:
         """``array``'s import (made now if needed), or None: take the staging path.
         ``at_first_sight``: import an array seen for the first time (else only the second).
-        ``bound``: try an import a shader can bind first. ``keep``: never drop it to make room (a param, which the optimizer holds)."""
+        ``bound``: try an import a shader can bind first. ``keep``: never drop it to make room
+        (a param, which the optimizer holds)."""
         if not self.enabled or array.nbytes < MIN_IMPORT_BYTES:
             return None
         if not (array.flags.c_contiguous and array.flags.writeable):
