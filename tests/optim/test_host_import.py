@@ -12,7 +12,7 @@ import pytest
 kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
-from vk_adam._optim import host_memory  # noqa: E402
+from vk_adam._optim import host_imports  # noqa: E402
 from vk_adam._runtime import sharing  # noqa: E402
 from vk_adam._runtime.external import supported  # noqa: E402
 
@@ -49,7 +49,7 @@ def _adamw_f64(p, g, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, wd=1e-2)
 
 def _run(params, grad_steps, monkeypatch=None, imports=True, **opts):
     if monkeypatch is not None:
-        monkeypatch.setenv(host_memory.HOST_IMPORT_ENV, "1" if imports else "0")
+        monkeypatch.setenv(host_imports.HOST_IMPORT_ENV, "1" if imports else "0")
     with vk_adam.AdamW(params, lr=1e-3, **opts) as opt:
         for grads in grad_steps:
             opt.step(grads)
@@ -150,7 +150,7 @@ def test_imports_follow_their_arrays(rng):
 
 
 def test_imports_are_bounded(rng, monkeypatch):
-    monkeypatch.setattr(host_memory, "MAX_IMPORTS", 6)
+    monkeypatch.setattr(host_imports, "MAX_IMPORTS", 6)
     p = rng.standard_normal((128, 128)).astype(np.float32)
     kept = [random_grad(rng, (128, 128)) for _ in range(10)]
     expected = p.astype(np.float64)
@@ -278,7 +278,7 @@ def test_a_param_bound_to_the_update_shader_steps_like_the_staging_path(rng, mon
         values[4][123] = np.nan
     results = []
     for imports in (False, True):
-        monkeypatch.setenv(host_memory.HOST_IMPORT_ENV, "1" if imports else "0")
+        monkeypatch.setenv(host_imports.HOST_IMPORT_ENV, "1" if imports else "0")
         p = _aligned(start)
         reused = np.empty(n, np.float32)
         with vk_adam.AdamW([p], lr=1e-3, **options) as opt:

@@ -12,7 +12,7 @@ from .clipping import check_harness, check_max_norm
 from .emulation import FormatReference
 from .functional import adam_update
 from .groups import check_options, check_storage, group_options, prepare_grads, revalidate, shader_spec
-from .host_memory import HOST_IMPORT_ENV
+from .host_imports import HOST_IMPORT_ENV
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
 from .optimizer import Optimizer

@@ -25,7 +25,8 @@ from .._runtime import Runtime, host_view
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
-from .host_memory import HostImports, HostTraffic
+from .host_imports import HostImports
+from .host_memory import HostTraffic
 from .layout import scatter
 from .storage import Storage, rng_key
 from .variants import PARAM_OUT_SPEC_ID, LoopShape, loop_shape
