@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._errors import (
         DeviceCapabilityError,
+        DeviceMemoryError,
         LostUpdateWarning,
         NoVulkanDeviceError,
         OptimizerClosedError,
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 _DEFINED_IN = {
     "._errors": (
         "DeviceCapabilityError",
+        "DeviceMemoryError",
         "LostUpdateWarning",
         "NoVulkanDeviceError",
         "OptimizerClosedError",
@@ -110,6 +112,7 @@ __all__ = [
     "DeviceCapabilityError",
     "DeviceHandle",
     "DeviceInfo",
+    "DeviceMemoryError",
     "InvalidRuleError",
     "LostUpdateWarning",
     "NoVulkanDeviceError",

@@ -37,3 +37,9 @@ class DeviceCapabilityError(VkAdamError, ValueError):
     """The device cannot run what was asked: a Vulkan limit or feature it lacks. The message names
     the limit, the device's value and what is needed; nothing was changed. (A ValueError too, as
     the refusals of arguments a device cannot take were before.)"""
+
+
+class DeviceMemoryError(VkAdamError, MemoryError):
+    """A buffer could not be allocated: the device's memory, or the host-visible memory that
+    buffers' staging copies use, is full. The message names the memory, the bytes asked and the
+    heap's size; nothing was changed (an optimizer that fails to build frees what it made)."""

@@ -68,6 +68,12 @@ def _can_run(d: Any, lim: Any) -> list[str]:
         f"{min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)}, "
         f"workgroup {d.max_workgroup_size} invocations (vk-adam runs {min(256, d.max_workgroup_size)})",
     ]
+    if lim.memory_heaps:
+        heaps = ", ".join(
+            f"{i}: {h.size / 2**30:,.1f} GiB {'device-local' if h.device_local else 'host'}"
+            for i, h in enumerate(lim.memory_heaps)
+        )
+        lines.append(f"memory heaps: {heaps} (staging copies live in a host-visible heap)")
     bindings = min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)
     # The harness binds 5 + 2 K buffers for K state buffers (vk_adam_rule.glsl).
     rules = ", ".join(f"{k} state: {'yes' if 5 + 2 * k <= bindings else 'no'}" for k in (0, 1, 2, 3))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DeviceCapabilityError, NoVulkanDeviceError
+from .._errors import DeviceCapabilityError, DeviceMemoryError, NoVulkanDeviceError
 from .._inputs import env_int
 from .._lifetime import Closable
 from .._values import is_kp_tensor
@@ -44,6 +44,28 @@ WORKGROUP_SIZE = 256
 WORKGROUP_SIZE_SPEC_ID = 25
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
+
+
+def allocation_failure(exc: RuntimeError, nbytes: int, device: str) -> DeviceMemoryError | None:
+    """The error to raise for kp's failed ``vkAllocateMemory`` (patch 0022: "vkAllocateMemory
+    failed: <result> (<bytes> of <flags> memory, type <t>, heap <h> of <size> bytes)"), saying
+    which memory ran out; None for any other error."""
+    text = str(exc)
+    if "vkAllocateMemory failed" not in text:
+        return None
+    if "HostVisible" in text and "DeviceLocal" not in text:
+        return DeviceMemoryError(
+            f"{device}: out of host-visible memory for the staging copy of a {nbytes:,}-byte "
+            f"buffer ({text}). Every buffer vk-adam makes keeps a staging copy in host memory: "
+            "free host memory or other buffers (close() optimizers you are done with), or step "
+            "fewer or smaller groups at once"
+        )
+    return DeviceMemoryError(
+        f"{device}: out of device memory for a {nbytes:,}-byte buffer ({text}). Free device "
+        "memory first (close() optimizers you are done with, destroy kp tensors, other "
+        "processes on the GPU), or make the state smaller: state_dtype='bf16' or "
+        "'int8-blockwise', fewer or smaller param groups"
+    )
 
 
 def max_elements() -> int:
@@ -157,13 +179,19 @@ class Runtime(Closable):
                 f"(maxMemoryAllocationSize: {self.max_allocation_bytes} bytes); split the params "
                 "into several groups or kp tensors"
             )
-        if exportable:
-            if self._sharing is None:
-                self._sharing = sharing(self.manager)
-            assert self._sharing is not None and self._sharing.fd_export, "checked by the optimizer"
-            tensor = exportable_buffer(self.manager, flat, self._sharing)
-        else:
-            tensor = self.manager.tensor_t(flat)
+        try:
+            if exportable:
+                if self._sharing is None:
+                    self._sharing = sharing(self.manager)
+                assert self._sharing is not None and self._sharing.fd_export, "checked by the optimizer"
+                tensor = exportable_buffer(self.manager, flat, self._sharing)
+            else:
+                tensor = self.manager.tensor_t(flat)
+        except RuntimeError as exc:
+            failed = allocation_failure(exc, flat.nbytes, self.device.name)
+            if failed is None:
+                raise
+            raise failed from exc
         self._buffers.append(tensor)
         return tensor
 
