@@ -139,7 +139,7 @@ class GroupBuilder:
                 )
                 self._new_state(variant, bset)
                 if form.has_master:
-                    bset.master = self._buffer(value_words(flat, "float32"))
+                    bset.master = self._buffer(value_words(flat, "float32"), staged=False)
                 group.sets.append(bset)
                 group.param_staging.append(typed_view(host_view(bset.param), form.param))
                 group.grad_staging.append(typed_view(host_view(bset.grad), form.param))
@@ -165,9 +165,11 @@ class GroupBuilder:
                 group.sets.append(bset)
         return group
 
-    def _buffer(self, data: npt.NDArray[Any]) -> Any:
-        """A buffer of a buffer set: exportable when the optimizer was made ``exportable``."""
-        return self.rt.buffer(data, exportable=self.storage.exportable)
+    def _buffer(self, data: npt.NDArray[Any], *, staged: bool = True) -> Any:
+        """A buffer of a buffer set: exportable when the optimizer was made ``exportable``;
+        ``staged=False`` for what only checkpoints move between host and device (the state, the
+        master copy): no host staging copy, where the runtime can (``Runtime.buffer``)."""
+        return self.rt.buffer(data, exportable=self.storage.exportable, staged=staged)
 
     def _chunks(self, n: int) -> list[Chunk]:
         """The dispatches of an ``n``-element buffer set: its bindings within the device's limits."""
@@ -207,9 +209,9 @@ class GroupBuilder:
     def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
         for s, code in zip(variant.state, bset.format.state, strict=True):
             words, absmax = initial_state(code, s, bset.n)
-            bset.state[s.name] = self._buffer(words)
+            bset.state[s.name] = self._buffer(words, staged=False)
             if absmax is not None:
-                bset.absmax[s.name] = self._buffer(absmax)
+                bset.absmax[s.name] = self._buffer(absmax, staged=False)
 
     def shader(self, name: str) -> bytes:
         if name not in self._spirv:

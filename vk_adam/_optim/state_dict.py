@@ -14,7 +14,6 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import UpdateRule
-from .._runtime import host_view
 from .._values import as_step, is_index, show
 from .device import BufferSet, Group
 from .groups import check_hyper_types, same_shader
@@ -33,11 +32,10 @@ Array = npt.NDArray[Any]
 
 
 class BufferOps(Protocol):
-    """The runtime calls a state dict needs: move buffers between host and device."""
+    """The runtime calls a state dict needs: buffers' words to the host, ranges of words back."""
 
-    def run(self, ops: Sequence[Any], *, timestamps: bool = False) -> list[int] | None: ...
-    def upload_op(self, buffers: Sequence[Any]) -> Any: ...
-    def download_op(self, buffers: Sequence[Any]) -> Any: ...
+    def host_words(self, tensors: Sequence[Any]) -> list[Array]: ...
+    def write_words(self, writes: Sequence[tuple[Any, Any, int, Array]]) -> None: ...
 
 
 class StateHolder(Protocol):
@@ -81,8 +79,7 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
         for t in (*b.state.values(), *b.absmax.values(), b.master)
         if t is not None
     ]
-    if tensors:
-        rt.run([rt.download_op(tensors)])
+    words_of = {id(t): w for t, w in zip(tensors, rt.host_words(tensors), strict=True)}
     state: dict[int, dict[str, Any]] = {}
     for index, group, slot in _all_slots(groups):
         if group.step == 0:
@@ -90,8 +87,8 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
         bset = group.sets[slot.buffer_set]
         entry: dict[str, Any] = {"step": float(group.step)}
         for s, code in zip(group.variant.state, bset.format.state, strict=True):
-            words = host_view(bset.state[s.name])
-            absmax = host_view(bset.absmax[s.name]) if s.name in bset.absmax else None
+            words = words_of[id(bset.state[s.name])]
+            absmax = words_of[id(bset.absmax[s.name])] if s.name in bset.absmax else None
             if float32:
                 entry[s.name] = decode_state(code, words, absmax, slot.offset, slot.size).reshape(slot.shape)
                 continue
@@ -100,7 +97,7 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
             if scale is not None:
                 entry[f"{s.name}{ABSMAX_SUFFIX}"] = scale
         if bset.master is not None and not float32:
-            flat = host_view(bset.master)[slot.offset : slot.offset + slot.size]
+            flat = words_of[id(bset.master)][slot.offset : slot.offset + slot.size]
             entry[MASTER_KEY] = flat.reshape(slot.shape).copy()
         state[index] = entry
     param_groups = []
@@ -336,13 +333,7 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
         steps.append(group_steps.pop() if group_steps else 0)
     # Everything checked: apply.
     drain()
-    touched: list[Any] = []
-    for tensor, dtype, offset, value in writes:
-        host_view(tensor).view(dtype)[offset : offset + value.size] = value
-        if tensor not in touched:
-            touched.append(tensor)
-    if touched:
-        rt.run([rt.upload_op(touched)])
+    rt.write_words(writes)
     for group, options, step in zip(groups, new_options, steps, strict=True):
         group.options.update({k: v for k, v in options.items() if k != "params"})
         group.step = step

@@ -30,6 +30,7 @@ from .._values import is_kp_tensor
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .barriers import full_barrier_op
+from .device_only import DeviceOnly
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
 from .limits import DeviceLimits
@@ -152,6 +153,10 @@ class Runtime(Closable):
             env_int(MAX_ALLOCATION_BYTES_ENV, 1 << 62),
         )
         self._buffers: list[Any] = []
+        #: buffers with no staging copy, where this kp build copies byte regions (device_only.py)
+        self._device_only = (
+            DeviceOnly(self.manager, self.kp) if "storage copies" in self.features.patches else None
+        )
         self._pipelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
         self._own_sequences: list[Any] = []  # sequence()'s
@@ -165,12 +170,14 @@ class Runtime(Closable):
 
     # -- objects ---------------------------------------------------------------------------
 
-    def buffer(self, data: Array, *, exportable: bool = False) -> Any:
+    def buffer(self, data: Array, *, exportable: bool = False, staged: bool = True) -> Any:
         """A device buffer (kp tensor) holding a copy of ``data`` in its host staging memory;
         ``exportable``: its device memory a dedicated allocation other devices and processes
         can import (``vk_adam.interop.export_memory``).
 
         Only the staging copy is filled: upload it (``upload_op``) before a shader reads it.
+        ``staged=False``: no staging copy where this kp build allows (device memory only, filled
+        here; :meth:`host_words` and :meth:`write_words` reach it); exportable buffers keep one.
         """
         flat = np.ascontiguousarray(data).reshape(-1)
         if flat.nbytes > self.max_allocation_bytes:
@@ -185,6 +192,8 @@ class Runtime(Closable):
                     self._sharing = sharing(self.manager)
                 assert self._sharing is not None and self._sharing.fd_export, "checked by the optimizer"
                 tensor = exportable_buffer(self.manager, flat, self._sharing)
+            elif not staged and self._device_only is not None:
+                tensor = self._device_only.make(flat, self.run)
             else:
                 tensor = self.manager.tensor_t(flat)
         except RuntimeError as exc:
@@ -211,6 +220,39 @@ class Runtime(Closable):
         copies to the device and a download fills."""
         view: Array = tensor.data()
         return view
+
+    def host_words(self, tensors: Sequence[Any]) -> list[Array]:
+        """The words of each buffer as the device holds them now: a staged buffer's host view
+        after one download for all, a copy of a buffer made with ``staged=False``."""
+        only = self._device_only
+        staged = [t for t in tensors if only is None or not only.holds(t)]
+        if staged:
+            self.run([self.download_op(staged)])
+        return [
+            only.read(t, self.run) if only is not None and only.holds(t) else self.host_view(t)
+            for t in tensors
+        ]
+
+    def write_words(self, writes: Sequence[tuple[Any, Any, int, Array]]) -> None:
+        """Write (buffer, dtype, first element, values) ranges: into a staged buffer's host view,
+        then one upload of every staged buffer touched (whole); into a buffer made with
+        ``staged=False`` directly. The caller makes sure no work in flight uses them."""
+        only = self._device_only
+        touched: list[Any] = []
+        direct = []
+        for tensor, dtype, offset, value in writes:
+            if only is not None and only.holds(tensor):
+                raw = np.ascontiguousarray(value, dtype).reshape(-1).view(np.uint8)
+                direct.append((tensor, offset * np.dtype(dtype).itemsize, raw))
+                continue
+            self.host_view(tensor).view(dtype)[offset : offset + value.size] = value
+            if not any(t is tensor for t in touched):
+                touched.append(tensor)
+        if touched:
+            self.run([self.upload_op(touched)])
+        if direct:
+            assert only is not None
+            only.write(direct, self.run)
 
     def has_host_copy(self, tensor: Any) -> bool:
         """Whether a kp tensor has host-visible memory (``data()``): every type but storage."""
@@ -275,6 +317,8 @@ class Runtime(Closable):
         """Free a buffer made by :meth:`buffer`; no submitted or recorded work may still use it."""
         buffer.destroy()
         self._buffers.remove(buffer)
+        if self._device_only is not None:
+            self._device_only.forget(buffer)
 
     def destroy_pipeline(self, pipeline: Any) -> None:
         """Free a pipeline; the caller guarantees no submitted or recorded work still uses it."""

@@ -52,16 +52,14 @@ class HostWords:
 
 
 class NoDevice:
-    """The runtime of a mirror: there is nothing to upload or download."""
+    """The runtime of a mirror: its buffers are host arrays, read and written in place."""
 
-    def run(self, ops: Sequence[Any], *, timestamps: bool = False) -> list[int] | None:
-        return None
+    def host_words(self, tensors: Sequence[Any]) -> list[Array]:
+        return [host_view(t) for t in tensors]
 
-    def upload_op(self, buffers: Sequence[Any]) -> Any:
-        return None
-
-    def download_op(self, buffers: Sequence[Any]) -> Any:
-        return None
+    def write_words(self, writes: Sequence[tuple[Any, Any, int, Array]]) -> None:
+        for tensor, dtype, offset, value in writes:
+            host_view(tensor).view(dtype)[offset : offset + value.size] = value
 
 
 @dataclass
