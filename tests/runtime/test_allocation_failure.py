@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import vk_adam
 from vk_adam._runtime import kp_features
 from vk_adam._validation import validation_messages
 
