@@ -4,8 +4,7 @@ working: vk-adam's kp checks vkAllocateMemory's result (patch 0022) and vk-adam 
 
 lavapipe takes its memory from the process's address space, so each case runs in a child process
 whose address space is capped (``RLIMIT_AS``) just above what it holds once the device is open.
-A GPU's device memory is not in that address space: there these cases are skipped (the H200's
-run of ``benchmarks/h200/memory_probe.py`` shows the same error from real exhaustion).
+A GPU's device memory is not in that address space: there these cases are skipped.
 Under ``--vk-validation`` the child runs under the layer too, with a log of its own: the driver's
 report of the failed allocation (VK_ERROR_OUT_OF_DEVICE_MEMORY) is the only message allowed there.
 """

@@ -4,8 +4,7 @@ A kp device tensor keeps a host-visible staging copy as large as itself, for its
 optimizer's state (and the fp32 master copy of 16-bit params) never needs one between steps: it
 is filled once, and read or written only by checkpoints. So it lives in storage tensors, and
 those rare transfers go through one transient host-visible buffer of at most
-:data:`CHUNK_BYTES`, a chunk at a time. That halves what a large optimizer holds in host memory
-(on the H200, host-visible memory ran out before device memory did).
+:data:`CHUNK_BYTES`, a chunk at a time. That halves what a large optimizer holds in host memory.
 
 A chunk is one ``vkCmdCopyBuffer`` of byte regions (vk-adam's patched kp, "region copies"),
 bracketed by memory barriers. Chunks that repeat the one before (a state buffer's initial value)
