@@ -18,8 +18,17 @@ from .._errors import DeviceCapabilityError, ShaderMissingError
 from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
 from .._runtime import Runtime, device_of, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
-from .layout import ALIGN_ELEMENTS, ParamSlot, align, gather, plan_sets
-from .storage import GroupFormat, Storage, Window, group_format, initial_state, typed_view, value_words
+from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_sets
+from .storage import (
+    GroupFormat,
+    Storage,
+    Window,
+    group_format,
+    initial_state,
+    param_words,
+    typed_view,
+    value_words,
+)
 from .windows import Chunk, chunks
 
 F32 = npt.NDArray[np.float32]
@@ -125,11 +134,11 @@ class GroupBuilder:
                 )
             for k, total in enumerate(totals):
                 slots = [slot for slot in group.slots if slot.buffer_set == k]
-                flat = np.zeros(total, np.float32)
-                gather(slots, [np.asarray(slot.host, np.float32) for slot in slots], flat)
+                words = param_words(slots, total, form.param)
                 bset = BufferSet(
-                    self._buffer(value_words(flat, form.param)),
-                    self._buffer(value_words(np.zeros(total, np.float32), form.param)),
+                    self._buffer(words),
+                    # zero pages: kp's copy reads them without the kernel backing them
+                    self._buffer(np.zeros_like(words)),
                     {},
                     total,
                     self._next_index(),
@@ -139,7 +148,9 @@ class GroupBuilder:
                 )
                 self._new_state(variant, bset)
                 if form.has_master:
-                    bset.master = self._buffer(value_words(flat, "float32"), staged=False)
+                    master = value_words(typed_view(words, form.param)[:total].astype(np.float32), "float32")
+                    bset.master = self._buffer(master, staged=False)
+                del words
                 group.sets.append(bset)
                 group.param_staging.append(typed_view(host_view(bset.param), form.param))
                 group.grad_staging.append(typed_view(host_view(bset.grad), form.param))

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import StateBuffer
+from .layout import ParamSlot, copy_into
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
@@ -138,6 +139,21 @@ def value_words(values: Array, name: str) -> npt.NDArray[Any]:
     return half.view(np.uint32)
 
 
+def param_words(slots: Sequence[ParamSlot], total: int, name: str) -> Array:
+    """The words of a ``name`` param buffer of ``total`` elements holding each slot's host
+    array at its offset: ``value_words`` of the float32 values, copied straight from arrays
+    already in the buffer's dtype (a 16-bit value survives float32 unchanged), so a buffer set
+    of billions of 16-bit params takes its own size in host memory while it is made."""
+    dtype = np.dtype(np.float32) if name == "float32" else np.dtype(fmt.NUMPY_DTYPES[name])
+    values = np.zeros(fmt.words_for(total, "float32"), dtype)  # padded to whole vec4 groups
+    for slot in slots:
+        host = np.asarray(slot.host).reshape(-1)
+        if host.dtype != dtype:
+            host = host.astype(np.float32)  # as value_words: float32 first, then the buffer's dtype
+        copy_into(values[slot.offset : slot.offset + slot.size], host)
+    return values if name == "float32" else values.view(np.uint32)
+
+
 def typed_view(words: Array, name: str) -> Array:
     """A buffer's words (kp ``data()``) viewed as ``name`` values."""
     return words if name == "float32" else words.view(fmt.NUMPY_DTYPES[name])
@@ -168,7 +184,27 @@ def quantize(values: Array, signed: bool) -> tuple[npt.NDArray[np.uint8], F32]:
 
 
 def initial_state(code: int, s: StateBuffer, n: int) -> tuple[Array, F32 | None]:
-    return state_buffers(code, np.full(n, s.initial_value, np.float32))
+    """``state_buffers(code, np.full(n, s.initial_value, np.float32))``, without the ``n``
+    values: every 8-bit block but the last (padded with zeros) is the same, so two blocks are
+    quantized and repeated. A state buffer of billions of elements then takes its own size in
+    host memory while it is made, not the float64 passes of :func:`quantize`."""
+    value = np.float32(s.initial_value)
+    if code in (fmt.STATE_F32, fmt.STATE_BF16):
+        dtype = np.dtype(np.float32) if code == fmt.STATE_F32 else np.dtype(fmt.NUMPY_DTYPES["bfloat16"])
+        out = np.zeros(fmt.words_for(n, "float32"), dtype)  # n values padded to whole vec4 groups
+        out[:n] = value
+        return (out if code == fmt.STATE_F32 else out.view(np.uint32)), None
+    count = blocks(n)
+    tail = np.zeros(fmt.BLOCK, np.float32)
+    tail[: n - (count - 1) * fmt.BLOCK] = value
+    full_codes, full_absmax = quantize(np.full(fmt.BLOCK, value, np.float32), is_signed(code))
+    tail_codes, tail_absmax = quantize(tail, is_signed(code))
+    codes = np.empty((count, fmt.BLOCK), np.uint8)
+    codes[:] = full_codes
+    codes[-1] = tail_codes
+    absmax = np.full(count, full_absmax[0], np.float32)
+    absmax[-1] = tail_absmax[0]
+    return codes.reshape(-1).view(np.uint32), absmax
 
 
 def decode_state(code: int, words: Array, absmax: F32 | None, offset: int, size: int) -> F32:
