@@ -197,9 +197,11 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.parametrize("order", ["host", "semaphores"])
-def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit(tmp_path, rng, order):
-    """Both ways of ordering Vulkan's and CUDA's work: host waits, and a timeline semaphore."""
+def _run_on_nccl(script: str, rng: Any, order: str) -> dict[str, Any]:
+    """``script`` in a process of its own, as rank 0 of an NCCL group of one on this machine's
+    GPU, Vulkan's and CUDA's work ordered by ``order``; the JSON its last line prints. Skipped
+    without CUDA and NCCL."""
+    import json
     import os
     import socket
     import subprocess
@@ -218,12 +220,85 @@ def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit
     env["VK_ADAM_NCCL_ORDER"] = order
     seed = str(int(rng.integers(2**31)))
     done = subprocess.run(
-        [sys.executable, "-c", NCCL_WORLD_OF_ONE, seed], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script, seed], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    result = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["staging"].startswith("NCCL on the Vulkan buffers"), result
     assert ("timeline semaphores" in result["staging"]) == (order == "semaphores"), result
+    return result
+
+
+@pytest.mark.parametrize("order", ["host", "semaphores"])
+def test_nccl_at_world_size_one_on_the_vulkan_buffers_is_one_process_bit_for_bit(rng, order):
+    """Both ways of ordering Vulkan's and CUDA's work: host waits, and a timeline semaphore."""
+    result = _run_on_nccl(NCCL_WORLD_OF_ONE, rng, order)
     assert "nccl" in result["comm"]
     assert result["same"] == [True, True, True]
     assert result["skipped"] == [[t == 2, t == 2] for t in range(6)]
+
+
+NCCL_IN_PLACE = r"""
+import json, sys
+import numpy as np, torch, torch.distributed as dist
+import vk_adam, vk_adam.distributed as vkd
+from vk_adam._runtime import Runtime
+torch.cuda.set_device(0)
+dist.init_process_group("nccl")
+rng = np.random.default_rng(int(sys.argv[1]))
+rt = Runtime(device=0)
+sizes = [[3 << 18, 1000], [4099, 64, 77]]  # lengths that are not whole blocks: padded pieces
+start = [[rng.standard_normal(n).astype(np.float32) for n in group] for group in sizes]
+mine = [[rt.buffer(a) for a in group] for group in start]
+theirs = [[rt.buffer(a) for a in group] for group in start]
+rt.run([rt.upload_op([t for group in mine + theirs for t in group])])
+
+def groups(tensors):
+    return [{"params": tensors[0], "lr": 3e-3, "weight_decay": 0.1}, {"params": tensors[1]}]
+
+options = {"lr": 1e-2, "state_dtype": "bfloat16"}
+opt = vkd.ZeroRedundancyOptimizer(groups(mine), "adamw", manager=rt.manager, **options)
+ref = vk_adam.create("adamw", groups(theirs), manager=rt.manager, **options)
+flat = [n for group in sizes for n in group]
+cleared = []
+for t in range(12):
+    grads = [rng.standard_normal(n).astype(np.float32) for n in flat]
+    if t % 3 == 2:  # the optimizer's gradient buffers, written on the device, step() without grads
+        read = [opt.grad_buffer(g, i) for g, group in enumerate(sizes) for i in range(len(group))]
+        for buffer, grad in zip(read, grads):
+            rt.host_view(buffer)[:] = grad
+        rt.run([rt.upload_op(read)])
+        opt.step()
+    else:  # fresh kp tensors
+        read = [rt.buffer(g) for g in grads]
+        rt.run([rt.upload_op(read)])
+        opt.step(read)
+    ref.step(grads)
+    rt.run([rt.download_op(read)])
+    cleared.append(all(not rt.host_view(b).any() for b in read))
+ours, expected = [t for g in mine for t in g], [t for g in theirs for t in g]
+rt.run([rt.download_op(ours + expected)])
+same = [a.data().tobytes() == b.data().tobytes() for a, b in zip(ours, expected)]
+opt.consolidate_state_dict()
+saved, single = opt.state_dict(), ref.state_dict()
+state = saved["param_groups"] == single["param_groups"] and all(
+    np.asarray(saved["state"][i][key]).tobytes() == np.asarray(value).tobytes()
+    for i, entry in single["state"].items()
+    for key, value in entry.items()
+)
+print(json.dumps({"staging": opt.device_staging, "same": same, "state": state, "cleared": cleared}))
+opt.close(); ref.close()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("order", ["host", "semaphores"])
+def test_nccl_in_place_at_world_size_one_keeps_params_and_state_one_process_bit_for_bit(rng, order):
+    """The collectives run in place on the two shared buffers (at one rank NCCL copies nothing):
+    after 12 steps over two param groups of padded pieces, with fresh gradient tensors and the
+    optimizer's gradient buffers in turn, every param and the whole state dict are one process's,
+    bit for bit, and every gradient read was cleared."""
+    result = _run_on_nccl(NCCL_IN_PLACE, rng, order)
+    assert result["same"] == [True] * 5, result
+    assert result["state"] is True, result
+    assert result["cleared"] == [True] * 12, result

@@ -1,22 +1,25 @@
 """ZeRO-1 with NCCL on the Vulkan buffers themselves: no host copy anywhere in a step.
 
 Used when the params are device buffers (kp tensors) and the torch.distributed group is NCCL on
-the Vulkan device's own GPU. The collectives' four buffers (every gradient in the reduce-scatter's
-layout, this rank's summed shard, its updated shard, every rank's gathered shard) are exportable
-Vulkan buffers, mapped into CUDA once (``vk_adam.interop.as_torch``), and NCCL runs on those
-mappings. This rank's shard is updated by an ordinary :class:`vk_adam.Optimizer` over device
-pieces (one kp tensor per piece of a buffer set, each a window of that buffer set). One step:
+the Vulkan device's own GPU. The collectives run in place on two buffers: ``grad_send`` (every
+gradient in the reduce-scatter's layout; this rank's part becomes the mean of every rank's) and
+``param_recv`` (every rank's shard; this rank's part is the all-gather's input). Both are
+exportable Vulkan buffers, mapped into CUDA once (``vk_adam.interop.as_torch``), and NCCL runs
+on those mappings: NCCL reads this rank's part where it lies and writes no copy of it (at world
+size 1 both collectives are no-ops). This rank's shard is updated by an ordinary
+:class:`vk_adam.Optimizer` over device pieces (one kp tensor per piece of a buffer set, each a
+window of that buffer set). One step:
 
-1. Vulkan: each device gradient into the gradient buffer and this rank's shard of each param
-   into its piece (byte-range copies, as compute dispatches: ``vkCmdCopyBuffer`` ran far below
-   the memory bandwidth); the gradient buffer handed to CUDA;
-2. CUDA: NCCL reduce-scatter, the mean (float32 division, as the host path computes it) and,
-   with clipping or ``skip_nonfinite``, the shard's sum of squares and non-finite count,
-   all-reduced; then the summed shard handed back;
+1. Vulkan: each device gradient into ``grad_send`` and this rank's shard of each param into
+   its piece (byte-range copies, as compute dispatches: ``vkCmdCopyBuffer`` ran far below the
+   memory bandwidth); ``grad_send`` handed to CUDA;
+2. CUDA: NCCL reduce-scatter in place (this rank's part of ``grad_send``), the mean (float32
+   division, as the host path computes it) and, with clipping or ``skip_nonfinite``, the
+   shard's sum of squares and non-finite count, all-reduced; then the buffers handed back;
 3. Vulkan, one submission: the mean into the pieces' gradients, the update (recorded with
    ``Optimizer.record_step``, while NCCL runs when neither clipping nor the non-finite check
-   needs its result on the host first), the pieces into the send buffer;
-4. CUDA: NCCL all-gather;
+   needs its result on the host first), the pieces into this rank's part of ``param_recv``;
+4. CUDA: NCCL all-gather in place;
 5. Vulkan: every rank's shard into each device param, the gradients read cleared
    (``zero_grad``).
 
@@ -68,9 +71,10 @@ class NcclOnVulkan:
         def shared(count: int) -> Any:
             return rt.buffer(np.zeros(count, np.float32), exportable=True)
 
-        self.grad_send, self.grad_recv = shared(size * world), shared(size)
-        self.param_send, self.param_recv = shared(size), shared(size * world)
-        self._shared = [self.grad_send, self.grad_recv, self.param_send, self.param_recv]
+        # the collectives run in place: this rank's part of each buffer, elements [own, own + size)
+        self.grad_send, self.param_recv = shared(size * world), shared(size * world)
+        self._shared = [self.grad_send, self.param_recv]
+        self._own = rank * size
         self.piece_params = [rt.buffer(np.zeros(p.size, np.float32)) for p in self.pieces]
         self.piece_grads = [rt.buffer(np.zeros(p.size, np.float32)) for p in self.pieces]
         # the copies and clears are compute dispatches (glsl/copy_words.comp, fill_words.comp)
@@ -82,6 +86,10 @@ class NcclOnVulkan:
         # between steps the collectives' side holds the shared buffers
         self._run([rt.upload_op(made), *bridge.release_ops(manager, self._shared)])
         self.views = [bridge.view(t) for t in self._shared]
+        # this rank's parts: the reduce-scatter's output, the all-gather's input
+        self._grad_own, self._param_own = (v[self._own : self._own + size] for v in self.views)
+        # the update's fixed ops, built once (recorded again each step around the update)
+        self._update_ops: tuple[list[Any], list[Any], list[Any]] | None = None
         # each unit's byte ranges: (offset in the unit, offset in the collectives' layout, bytes)
         self._segments = {
             i: [(4 * o, 4 * at, 4 * c) for at, o, c in partition.segments(i, 0, u.n)]
@@ -223,8 +231,9 @@ class NcclOnVulkan:
         )
 
     def reduce_scatter(self, comm: Any, world: int) -> None:
-        """Step 2: the mean of every rank's gradients, this rank's shard, in ``grad_recv``."""
-        recv = self.views[1]
+        """Step 2: the mean of every rank's gradients, this rank's shard, in this rank's part of
+        ``grad_send`` (in place: NCCL reads that part where it lies and copies nothing into it)."""
+        recv = self._grad_own
         self.bridge.pending = True
         comm.reduce_scatter_tensors(self.views[0], recv)
         if world > 1:  # float32 / world, as the host path's np.divide (x / 1 is x)
@@ -233,38 +242,51 @@ class NcclOnVulkan:
     def norm_terms(self) -> Any:
         """The shard's (sum of squares in float64, count of non-finite values), as a tensor on
         the collectives' device."""
-        recv = self.views[1]
+        recv = self._grad_own
         torch = _torch()
         wide = recv.double()
         return torch.stack([torch.dot(wide, wide), (~torch.isfinite(recv)).sum().double()])
+
+    def _fixed_update_ops(self) -> tuple[list[Any], list[Any], list[Any]]:
+        """The ops of step 3 around the update, the same every step (built once): the shared
+        buffers acquired; the mean into each piece's gradient; the pieces into this rank's part
+        of ``param_recv`` and the shared buffers released."""
+        if self._update_ops is None:
+            own = 4 * self._own
+            pieces = list(zip(self.pieces, self.piece_grads, self.piece_params, strict=True))
+            take = [(self.grad_send, g, [(own + 4 * p.at, 0, 4 * p.size)]) for p, g, _ in pieces]
+            give = [(t, self.param_recv, [(0, own + 4 * p.at, 4 * p.size)]) for p, _, t in pieces]
+            shared = [self.grad_send, self.param_recv]
+            self._update_ops = (
+                self.bridge.acquire_ops(self.manager, shared),
+                self._copy_ops(take),
+                [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)],
+            )
+        return self._update_ops
 
     def record_update(self, inner: Any) -> None:
         """Step 3, recorded (no wait: while CUDA runs the reduce-scatter, when nothing on the
         host must see its result first): the mean into each piece's gradient, ``inner``'s
         update of the pieces (its next step, :meth:`vk_adam.Optimizer.record_step`), the pieces
-        into ``param_send``; one submission, by :meth:`run_update`."""
-        pieces = list(zip(self.pieces, self.piece_grads, self.piece_params, strict=True))
-        take = [(self.grad_recv, g, [(4 * p.at, 0, 4 * p.size)]) for p, g, _ in pieces]
-        give = [(t, self.param_send, [(0, 4 * p.at, 4 * p.size)]) for p, _, t in pieces]
-        shared = [self.grad_recv, self.param_send]
+        into this rank's part of ``param_recv``; one submission, by :meth:`run_update`."""
+        acquire, take, give = self._fixed_update_ops()
         sequence = self._sequence
         # a recorded step leaves its status buffer (the clipping factor set by the host) to us
         status = inner._dev.stage_status()
         first = [self._rt.upload_op(status)] if status else []
-        self._rt.rerecord(
-            sequence, [*self.bridge.acquire_ops(self.manager, shared), *first, *self._copy_ops(take)]
-        )
+        self._rt.rerecord(sequence, [*acquire, *first, *take])
         inner.record_step(sequence, self.piece_grads)
-        self._rt.record(sequence, [*self._copy_ops(give), *self.bridge.release_ops(self.manager, shared)])
+        self._rt.record(sequence, give)
 
     def run_update(self) -> None:
         """Step 3, submitted after CUDA's reduce-scatter."""
         self.bridge.submit(self._sequence)
 
     def all_gather(self, comm: Any) -> None:
-        """Step 4: every rank's updated shard into ``param_recv``."""
+        """Step 4: every rank's updated shard into ``param_recv`` (in place: this rank's part is
+        the input)."""
         self.bridge.pending = True
-        comm.all_gather_tensors(self.views[2], self.views[3])
+        comm.all_gather_tensors(self._param_own, self.views[1])
 
     def push(self, clear: Sequence[Any]) -> None:
         """Step 5: every rank's shard into each device param; the kp tensors of ``clear`` zeroed."""
@@ -281,7 +303,7 @@ class NcclOnVulkan:
 
     def close(self) -> None:
         self.bridge.close()
-        self.views = []
+        self.views, self._grad_own, self._param_own, self._update_ops = [], None, None, None
         self._pipelines = {}
         self._rt.close()  # its sequences, pipelines and buffers; the manager is the application's
         self._shared, self.piece_params, self.piece_grads, self._host_grads = [], [], [], {}

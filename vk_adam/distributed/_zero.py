@@ -374,7 +374,9 @@ def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manage
         groups,
         zero.rule,
         device=device,
-        zero_grad=zero.zeroes_grad,
+        # on the Vulkan buffers the pieces' gradients are copies each step rewrites whole: zeroing
+        # them would be a write for nothing (the application's gradients are cleared by the push)
+        zero_grad=zero.zeroes_grad and zero._nccl is None,
         state_dtype=st.state_dtype,
         stochastic_rounding=stochastic,
         seed=st.seed,
