@@ -34,7 +34,7 @@
 #   verify    info.txt; suite.txt: the whole suite under validation on $WORKERS (default 6) xdist
 #             workers, then the tests marked exclusive alone
 #   scale     largest-*.json (benchmarks/largest_step.py: 6 * 2^30 fp32 elements on kp tensors and
-#             6 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
+#             12 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
 #             (vk-adam bench --cases zero --ranks 2)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 #   boundaries  tests.txt: the NumPy-path tests (host imports, device_params, buffer sets,
@@ -149,10 +149,11 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
       echo "host_paths rc=$?"; tail -5 "$OUT/host_paths.log"
     fi
     # fp32: 6 * 2^30 elements in 8 kp tensors of 3 GiB (within maxMemoryAllocationSize); bf16 +
-    # int8: 6 * 2^30 NumPy elements (the host holds the arrays and vk-adam's staging copies)
-    for run in "--elements $((6 << 30))" "--elements ${LARGEST_BF16:-$((6 << 30))} --parts 16 --bf16-int8"; do
+    # int8: twice that in 16 NumPy arrays (the host holds the arrays, 48 GiB, and vk-adam's param
+    # and gradient staging copies, 48 GiB more)
+    for run in "--elements $((6 << 30))" "--elements ${LARGEST_BF16:-$((12 << 30))} --parts 16 --bf16-int8"; do
       # shellcheck disable=SC2086
-      timeout "${LARGEST_SECONDS:-280}" "$PYTHON" benchmarks/largest_step.py $run \
+      timeout "${LARGEST_SECONDS:-230}" "$PYTHON" benchmarks/largest_step.py $run \
         --out "$OUT" > "$OUT/largest-${run##* }.log" 2>&1
       echo "largest $run rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-${run##* }.log" | tail -30
     done
