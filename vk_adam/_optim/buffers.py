@@ -135,10 +135,19 @@ class GroupBuilder:
             for k, total in enumerate(totals):
                 slots = [slot for slot in group.slots if slot.buffer_set == k]
                 words = param_words(slots, total, form.param)
+                param = self._buffer(words)
+                # each transient host array is freed before the next buffer is made: the host
+                # holds one buffer's words at a time besides the buffers themselves
+                master = None
+                if form.has_master:
+                    fp32 = typed_view(words, form.param)[:total].astype(np.float32)
+                    master = self._buffer(value_words(fp32, "float32"), staged=False)
+                    del fp32
+                shape, dtype = words.shape, words.dtype
+                del words
                 bset = BufferSet(
-                    self._buffer(words),
-                    # zero pages: kp's copy reads them without the kernel backing them
-                    self._buffer(np.zeros_like(words)),
+                    param,
+                    self._buffer(np.zeros(shape, dtype)),  # kp copies zero pages no one wrote
                     {},
                     total,
                     self._next_index(),
@@ -146,11 +155,8 @@ class GroupBuilder:
                     window=window,
                     chunks=self._chunks(total),
                 )
+                bset.master = master
                 self._new_state(variant, bset)
-                if form.has_master:
-                    master = value_words(typed_view(words, form.param)[:total].astype(np.float32), "float32")
-                    bset.master = self._buffer(master, staged=False)
-                del words
                 group.sets.append(bset)
                 group.param_staging.append(typed_view(host_view(bset.param), form.param))
                 group.grad_staging.append(typed_view(host_view(bset.grad), form.param))
