@@ -126,17 +126,23 @@ STATE_DTYPE_OF = {
 # -- buffer contents -----------------------------------------------------------------------------
 
 
+def _zero_values(n: int, name: str) -> Array:
+    """Zeros for ``n`` values of a ``name`` buffer, padded to whole vec4 groups (values, not
+    words: :func:`_words` views them as the buffer's words)."""
+    return np.zeros(fmt.words_for(n, "float32"), np.float32 if name == "float32" else fmt.NUMPY_DTYPES[name])
+
+
+def _words(values: Array, name: str) -> Array:
+    """A buffer's values as its words: float32 words, or uint32 words of two 16-bit values."""
+    return values if name == "float32" else values.view(np.uint32)
+
+
 def value_words(values: Array, name: str) -> npt.NDArray[Any]:
     """Values (flat) as the words of a ``name`` buffer, padded to whole vec4 groups: float32
     words, or uint32 words holding two 16-bit values each."""
-    n4 = fmt.words_for(values.size, "float32")
-    if name == "float32":
-        out = np.zeros(n4, np.float32)
-        out[: values.size] = values
-        return out
-    half = np.zeros(n4, fmt.NUMPY_DTYPES[name])
-    half[: values.size] = np.asarray(values).astype(fmt.NUMPY_DTYPES[name])
-    return half.view(np.uint32)
+    out = _zero_values(values.size, name)
+    out[: values.size] = values if name == "float32" else np.asarray(values).astype(out.dtype)
+    return _words(out, name)
 
 
 def param_words(slots: Sequence[ParamSlot], total: int, name: str) -> Array:
@@ -144,14 +150,13 @@ def param_words(slots: Sequence[ParamSlot], total: int, name: str) -> Array:
     array at its offset: ``value_words`` of the float32 values, copied straight from arrays
     already in the buffer's dtype (a 16-bit value survives float32 unchanged), so a buffer set
     of billions of 16-bit params takes its own size in host memory while it is made."""
-    dtype = np.dtype(np.float32) if name == "float32" else np.dtype(fmt.NUMPY_DTYPES[name])
-    values = np.zeros(fmt.words_for(total, "float32"), dtype)  # padded to whole vec4 groups
+    values = _zero_values(total, name)
     for slot in slots:
         host = np.asarray(slot.host).reshape(-1)
-        if host.dtype != dtype:
+        if host.dtype != values.dtype:
             host = host.astype(np.float32)  # as value_words: float32 first, then the buffer's dtype
         copy_into(values[slot.offset : slot.offset + slot.size], host)
-    return values if name == "float32" else values.view(np.uint32)
+    return _words(values, name)
 
 
 def typed_view(words: Array, name: str) -> Array:
@@ -190,10 +195,9 @@ def initial_state(code: int, s: StateBuffer, n: int) -> tuple[Array, F32 | None]
     host memory while it is made, not the float64 passes of :func:`quantize`."""
     value = np.float32(s.initial_value)
     if code in (fmt.STATE_F32, fmt.STATE_BF16):
-        dtype = np.dtype(np.float32) if code == fmt.STATE_F32 else np.dtype(fmt.NUMPY_DTYPES["bfloat16"])
-        out = np.zeros(fmt.words_for(n, "float32"), dtype)  # n values padded to whole vec4 groups
+        out = _zero_values(n, STATE_DTYPE_OF[code])
         out[:n] = value
-        return (out if code == fmt.STATE_F32 else out.view(np.uint32)), None
+        return _words(out, STATE_DTYPE_OF[code]), None
     count = blocks(n)
     tail = np.zeros(fmt.BLOCK, np.float32)
     tail[: n - (count - 1) * fmt.BLOCK] = value

@@ -41,7 +41,7 @@ from .external import (
     upload_and_wait,
 )
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
-from .limits import DeviceLimits, all_device_limits, device_limits
+from .limits import DeviceLimits, all_device_limits, device_limits, max_elements
 from .runtime import (
     MAX_ALLOCATION_BYTES_ENV,
     MAX_BINDING_BYTES_ENV,
@@ -50,7 +50,6 @@ from .runtime import (
     WORKGROUP_SIZE,
     Pending,
     Runtime,
-    max_elements,
 )
 from .shared import LINGER_ENV, DeviceHandle, as_manager, open_device, open_devices
 from .tensors import (

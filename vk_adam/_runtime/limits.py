@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .._errors import DeviceMemoryError
+from ._kp import kp_features
+
 #: VK_MAKE_API_VERSION(0, 1, 1, 0): the version kp's instance asks for.
 VULKAN_1_1 = (1 << 22) | (1 << 12)
 #: VkShaderStageFlagBits::VK_SHADER_STAGE_COMPUTE_BIT.
@@ -234,3 +237,33 @@ def all_device_limits() -> list[DeviceLimits]:
 
 
 __all__ = ["VULKAN_NAMES", "DeviceLimits", "MemoryHeap", "all_device_limits", "device_limits"]
+
+
+def allocation_failure(exc: RuntimeError, nbytes: int, device: str) -> DeviceMemoryError | None:
+    """The error to raise for kp's failed ``vkAllocateMemory`` (patch 0022: "vkAllocateMemory
+    failed: <result> (<bytes> of <flags> memory, type <t>, heap <h> of <size> bytes)"), saying
+    which memory ran out; None for any other error."""
+    text = str(exc)
+    if "vkAllocateMemory failed" not in text:
+        return None
+    if "HostVisible" in text and "DeviceLocal" not in text:
+        return DeviceMemoryError(
+            f"{device}: out of host-visible memory for the staging copy of a {nbytes:,}-byte "
+            f"buffer ({text}). the buffers of params and gradients keep a staging copy in host memory: "
+            "free host memory or other buffers (close() optimizers you are done with), or step "
+            "fewer or smaller groups at once"
+        )
+    return DeviceMemoryError(
+        f"{device}: out of device memory for a {nbytes:,}-byte buffer ({text}). Free device "
+        "memory first (close() optimizers you are done with, destroy kp tensors, other "
+        "processes on the GPU), or make the state smaller: state_dtype='bf16' or "
+        "'int8-blockwise', fewer or smaller param groups"
+    )
+
+
+def max_elements() -> int:
+    """The largest element count one buffer may hold: device memory is the limit with vk-adam's
+    kp (64-bit sizes); the kp 0.9.0 release sizes buffers in uint32 bytes."""
+    if "64-bit sizes" in kp_features().patches:
+        return 2**62
+    return (2**32 - 1) // 4

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DeviceCapabilityError, DeviceMemoryError, NoVulkanDeviceError
+from .._errors import DeviceCapabilityError, NoVulkanDeviceError
 from .._inputs import env_int
 from .._lifetime import Closable
 from .._values import is_kp_tensor
@@ -33,7 +33,7 @@ from .barriers import full_barrier_op
 from .device_only import DeviceOnly
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
-from .limits import DeviceLimits
+from .limits import DeviceLimits, allocation_failure
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
 
@@ -45,36 +45,6 @@ WORKGROUP_SIZE = 256
 WORKGROUP_SIZE_SPEC_ID = 25
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
-
-
-def allocation_failure(exc: RuntimeError, nbytes: int, device: str) -> DeviceMemoryError | None:
-    """The error to raise for kp's failed ``vkAllocateMemory`` (patch 0022: "vkAllocateMemory
-    failed: <result> (<bytes> of <flags> memory, type <t>, heap <h> of <size> bytes)"), saying
-    which memory ran out; None for any other error."""
-    text = str(exc)
-    if "vkAllocateMemory failed" not in text:
-        return None
-    if "HostVisible" in text and "DeviceLocal" not in text:
-        return DeviceMemoryError(
-            f"{device}: out of host-visible memory for the staging copy of a {nbytes:,}-byte "
-            f"buffer ({text}). Every buffer vk-adam makes keeps a staging copy in host memory: "
-            "free host memory or other buffers (close() optimizers you are done with), or step "
-            "fewer or smaller groups at once"
-        )
-    return DeviceMemoryError(
-        f"{device}: out of device memory for a {nbytes:,}-byte buffer ({text}). Free device "
-        "memory first (close() optimizers you are done with, destroy kp tensors, other "
-        "processes on the GPU), or make the state smaller: state_dtype='bf16' or "
-        "'int8-blockwise', fewer or smaller param groups"
-    )
-
-
-def max_elements() -> int:
-    """The largest element count one buffer may hold: device memory is the limit with vk-adam's
-    kp (64-bit sizes); the kp 0.9.0 release sizes buffers in uint32 bytes."""
-    if "64-bit sizes" in kp_features().patches:
-        return 2**62
-    return (2**32 - 1) // 4
 
 
 #: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
@@ -452,4 +422,4 @@ class Runtime(Closable):
             _shared.release(shared)
 
 
-__all__ = ["MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor", "max_elements"]
+__all__ = ["MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor"]
