@@ -27,7 +27,8 @@ pytest.importorskip("torch")
 
 import vk_adam
 import vk_adam.distributed as vkd
-from vk_adam._runtime import sharing
+from vk_adam import DeviceCapabilityError
+from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV, sharing
 from vk_adam.lora import LoRAAdapter, update_lora_adapter
 from vk_adam.schedules import CosineDecay
 
@@ -269,6 +270,14 @@ def test_what_device_params_refuse(rng, one_rank, kp_manager, monkeypatch):
     with monkeypatch.context() as m:  # a stock kp cannot copy byte ranges: said, not crashed
         m.setattr("vk_adam._runtime.device_staging.region_copies_available", lambda: False)
         with pytest.raises(TypeError, match="needs vk-adam's patched kp"):
+            vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr)
+    with monkeypatch.context() as m:  # every rank's gradients in one buffer: past one allocation
+        m.setenv(MAX_ALLOCATION_BYTES_ENV, "1024")  # 256 float32; the gradients need 320 (300 padded)
+        with pytest.raises(
+            DeviceCapabilityError,
+            match=r"ZeRO-1 on kp tensor params keeps every rank's gradients in one device buffer of "
+            r"1280 bytes, more than .* \(maxMemoryAllocationSize: 1024 bytes\): pass the params as NumPy",
+        ):
             vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr)
     # never written: refused at the step, before anything changes, as one process refuses it
     unwritten = mgr.tensor(np.zeros(300, np.float32))

@@ -411,3 +411,45 @@ def test_the_exchange_over_gloo_and_mpi_in_many_messages_sums_in_rank_order(tmp_
             expected += s[r * n : r * n + n]
         expected /= np.float32(world)
         assert np.load(tmp_path / f"rank{r}.npy").tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "dtype,options",
+    [
+        (np.float32, {"state_dtype": "int8-blockwise"}),
+        (ml_dtypes.bfloat16, {"state_dtype": "float32", "stochastic_rounding": True}),
+    ],
+    ids=["fp32-int8", "bf16-stochastic"],
+)
+def test_a_shard_larger_than_one_allocation_steps_in_pieces(rng, one_rank_group, monkeypatch, dtype, options):
+    """A shard past ``maxMemoryAllocationSize`` (here lowered to 256 KiB) is cut into pieces, one
+    buffer set each, each a window of the shard from its first element: bit for bit what one
+    process steps with the whole group in one buffer set, stochastic rounding's stream included."""
+    import vk_adam.distributed as vkd
+    from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
+
+    shapes = [(300, 500), (4099,)]  # 154,099 elements: three pieces of at most 65,536
+    params = [(rng.standard_normal(s) * 0.5).astype(dtype) for s in shapes]
+    mine, theirs = [p.copy() for p in params], [p.copy() for p in params]
+    ref = vk_adam.AdamW(theirs, lr=1e-2, **options)
+    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 18))
+    opt = vkd.ZeroRedundancyOptimizer(mine, "adamw", lr=1e-2, **options)
+    assert len(ref._groups[0].sets) == 1 and len(opt._inner._groups[0].sets) == 3
+    for _ in range(3):
+        grads = [random_grad(rng, s).astype(dtype) for s in shapes]
+        opt.step(grads)
+        ref.step(grads)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(mine, theirs, strict=True))
+    opt.consolidate_state_dict()
+    sd, expected = opt.state_dict(), ref.state_dict()
+    for i, entry in expected["state"].items():
+        assert all(
+            np.asarray(sd["state"][i][k]).tobytes() == np.asarray(v).tobytes() for k, v in entry.items()
+        ), i
+    opt.load_state_dict(sd)  # back into the pieces, then one more step each
+    grads = [random_grad(rng, s).astype(dtype) for s in shapes]
+    opt.step(grads)
+    ref.step(grads)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(mine, theirs, strict=True))
+    opt.close()
+    ref.close()

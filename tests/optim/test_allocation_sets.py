@@ -1,8 +1,8 @@
 """NumPy groups larger than one device allocation (``maxMemoryAllocationSize``): their params
-spread over several buffer sets, each within one allocation (``layout.plan_sets``). The step of
-such a group must equal the one-set step bit for bit, on every path (host imports, staging,
-asynchronous steps), in the storage formats, and through the state dict; a param larger than one
-allocation is refused before anything changes.
+spread over several buffer sets, each within one allocation (``layout.plan_sets``), and a param
+larger than one allocation is cut into pieces, one per set. The step of such a group must equal
+the one-set step bit for bit, on every path (host imports, staging, asynchronous steps, the
+device holding the params), in the storage formats, and through the state dict.
 
 ``VK_ADAM_MAX_ALLOCATION_BYTES`` lowers the device's limit so that small groups take the path
 that groups past 4 GiB take on an NVIDIA GPU."""
@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam import DeviceCapabilityError
 from vk_adam._optim.layout import ALIGN_ELEMENTS, align, plan_sets
 from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
 
@@ -27,21 +26,24 @@ from ..conftest import random_grad, scale_error
 #: host imports (``MIN_IMPORT_BYTES``), so the import path runs too.
 SMALL = 1 << 18
 SHAPES = [(20000,), (120, 250), (40000,), (7,), (60000,), (90, 90)]
+#: With a param of 150,000 elements: three pieces of at most 65,536 float32 (or 131,072 bf16
+#: with bf16 state and no master copy), the last sharing its set with the params after it.
+SPLIT_SHAPES = [(20000,), (300, 500), (7,), (90, 90)]
 DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
 
 
-def _params(rng, dtype=np.float32):
-    return [(rng.standard_normal(s) * 0.5).astype(dtype) for s in SHAPES]
+def _params(rng, dtype=np.float32, shapes=SHAPES):
+    return [(rng.standard_normal(s) * 0.5).astype(dtype) for s in shapes]
 
 
-def _run(monkeypatch, limit, seed, steps=3, dtype=np.float32, wait=True, **options):
+def _run(monkeypatch, limit, seed, steps=3, dtype=np.float32, wait=True, shapes=SHAPES, **options):
     """Params after ``steps`` AdamW steps, the state dict, and how many buffer sets the group had."""
     if limit is None:
         monkeypatch.delenv(MAX_ALLOCATION_BYTES_ENV, raising=False)
     else:
         monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(limit))
     rng = np.random.default_rng(seed)
-    params = _params(rng, dtype)
+    params = _params(rng, dtype, shapes)
     with vk_adam.AdamW(params, lr=1e-2, weight_decay=0.01, **options) as opt:
         sets = len(opt._groups[0].sets)
         for _ in range(steps):
@@ -84,13 +86,14 @@ def test_plan_sets_packs_params_in_order_within_the_capacity():
     assert {s.buffer_set for s in one} == {0} and total == sum(align(p.size) for p in params)
 
 
+@pytest.mark.parametrize("shapes", [SHAPES, SPLIT_SHAPES], ids=["whole-params", "a-param-in-pieces"])
 @pytest.mark.parametrize("host_import", ["1", "0"])
 @pytest.mark.parametrize("wait", [True, False])
-def test_several_sets_step_like_one_bit_for_bit(monkeypatch, rng, host_import, wait):
+def test_several_sets_step_like_one_bit_for_bit(monkeypatch, rng, host_import, wait, shapes):
     monkeypatch.setenv("VK_ADAM_HOST_IMPORT", host_import)
     seed = int(rng.integers(2**32))
-    whole = _run(monkeypatch, None, seed, wait=wait)
-    split = _run(monkeypatch, SMALL, seed, wait=wait)
+    whole = _run(monkeypatch, None, seed, wait=wait, shapes=shapes)
+    split = _run(monkeypatch, SMALL, seed, wait=wait, shapes=shapes)
     assert whole[2] == 1 and split[2] >= 3  # the small limit really spread the group
     _same(whole, split)
 
@@ -99,20 +102,22 @@ def test_several_sets_step_like_one_bit_for_bit(monkeypatch, rng, host_import, w
     "param_dtype,state_dtype",
     [("float32", "int8-blockwise"), ("bfloat16", "float32"), ("bfloat16", "int8-blockwise")],
 )
-def test_several_sets_in_storage_formats(monkeypatch, rng, param_dtype, state_dtype):
+@pytest.mark.parametrize("shapes", [SHAPES, SPLIT_SHAPES], ids=["whole-params", "a-param-in-pieces"])
+def test_several_sets_in_storage_formats(monkeypatch, rng, param_dtype, state_dtype, shapes):
     """16-bit params with a float32 master copy and 8-bit state: the same bits as one set (each
-    param starts on a block, so no block's scale changes with the split)."""
+    param, and each piece of one, starts on a block, so no block's scale changes with the split)."""
     seed = int(rng.integers(2**32))
     options = dict(dtype=DTYPES[param_dtype], state_dtype=state_dtype, stochastic_rounding=False)
-    whole = _run(monkeypatch, None, seed, **options)
-    split = _run(monkeypatch, SMALL, seed, **options)
+    whole = _run(monkeypatch, None, seed, shapes=shapes, **options)
+    split = _run(monkeypatch, SMALL, seed, shapes=shapes, **options)
     assert split[2] >= 2
     _same(whole, split)
 
 
-def test_several_sets_against_the_float64_reference(monkeypatch, rng):
+@pytest.mark.parametrize("shapes", [SHAPES, SPLIT_SHAPES], ids=["whole-params", "a-param-in-pieces"])
+def test_several_sets_against_the_float64_reference(monkeypatch, rng, shapes):
     monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(SMALL))
-    params = _params(rng)
+    params = _params(rng, shapes=shapes)
     ref = [p.astype(np.float64) for p in params]
     m = [np.zeros_like(r) for r in ref]
     v = [np.zeros_like(r) for r in ref]
@@ -131,9 +136,11 @@ def test_several_sets_against_the_float64_reference(monkeypatch, rng):
                 assert scale_error(p, r) <= 2e-6, t
 
 
-def test_a_state_dict_moves_between_one_set_and_several(monkeypatch, rng):
+@pytest.mark.parametrize("shapes", [SHAPES, SPLIT_SHAPES], ids=["whole-params", "a-param-in-pieces"])
+@pytest.mark.parametrize("state_dtype", ["float32", "int8-blockwise"])
+def test_a_state_dict_moves_between_one_set_and_several(monkeypatch, rng, shapes, state_dtype):
     seed = int(rng.integers(2**32))
-    _, saved, _ = _run(monkeypatch, SMALL, seed, steps=2)
+    _, saved, _ = _run(monkeypatch, SMALL, seed, steps=2, shapes=shapes, state_dtype=state_dtype)
     continued = []
     for limit in (None, SMALL):
         if limit is None:
@@ -141,21 +148,48 @@ def test_a_state_dict_moves_between_one_set_and_several(monkeypatch, rng):
         else:
             monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(limit))
         r = np.random.default_rng(seed + 1)
-        params = _params(r)
-        with vk_adam.AdamW(params, lr=1e-2, weight_decay=0.01) as opt:
+        params = _params(r, shapes=shapes)
+        with vk_adam.AdamW(params, lr=1e-2, weight_decay=0.01, state_dtype=state_dtype) as opt:
             opt.load_state_dict(saved)
             opt.step([random_grad(r, p.shape) for p in params])
             continued.append(([p.copy() for p in params], opt.state_dict(), 0))
     _same(*continued)
 
 
-def test_a_param_larger_than_one_allocation_is_refused_before_anything_changes(monkeypatch, rng):
+def test_plan_sets_cuts_a_param_larger_than_one_set_into_pieces():
+    params = [np.arange(s, dtype=np.float32) for s in (100, 150000, 7, 1000)]
+    slots, totals = plan_sets(params, 65536, alignment=256)
+    big = slots[1]
+    assert [p.size for p in big.pieces] == [65536, 65536, 150000 - 2 * 65536]
+    assert [p.start for p in big.pieces] == [0, 65536, 2 * 65536]
+    assert [p.buffer_set for p in big.pieces] == [1, 2, 3] and all(p.offset == 0 for p in big.pieces)
+    # each piece views the param's memory: what the optimizer writes into it lands in the array
+    joined = np.concatenate([p.host for p in big.pieces])
+    assert np.array_equal(joined, params[1]) and all(np.shares_memory(p.host, params[1]) for p in big.pieces)
+    # the last piece's set goes on with the params after it, each on a block
+    assert slots[2].buffer_set == 3 and slots[2].offset == align(150000 - 2 * 65536, 256)
+    assert slots[3].buffer_set == 3 and slots[3].offset == slots[2].offset + 256
+    assert totals == [256, 65536, 65536, slots[3].offset + 1024]
+    assert [s.parts() for s in (slots[0], slots[2])] == [(slots[0],), (slots[2],)]
+
+
+def test_a_param_larger_than_one_allocation_steps_in_pieces(monkeypatch, rng):
+    """One array three allocations long, with host imports, against the float64 reference:
+    the first pieces' elements, the boundaries between pieces and the last one all update."""
     monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(SMALL))
-    big = rng.standard_normal(70000).astype(np.float32)
-    before = big.copy()
-    message = r"param 1 holds 70000 elements, more than one of the device's"
-    with pytest.raises(DeviceCapabilityError, match=message):
-        vk_adam.AdamW([rng.standard_normal(10).astype(np.float32), big], lr=1e-2)
-    assert np.array_equal(big, before)
-    with pytest.raises(ValueError, match=r"maxMemoryAllocationSize.*split it"):
-        vk_adam.Adam([big])
+    big = rng.standard_normal(200000).astype(np.float32)
+    ref = big.astype(np.float64)
+    m, v = np.zeros_like(ref), np.zeros_like(ref)
+    lr, (b1, b2), eps = 1e-2, (0.9, 0.999), 1e-8
+    with vk_adam.Adam([big], lr=lr) as opt:
+        assert len(opt._groups[0].sets) == 4
+        for t in range(1, 4):
+            g = random_grad(rng, big.shape)
+            opt.step([g])
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g.astype(np.float64) ** 2
+            ref -= lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+            assert scale_error(big, ref) <= 2e-6, t
+        state = opt.state_dict()["state"][0]
+    assert state["exp_avg"].shape == big.shape
+    assert scale_error(state["exp_avg"], m) <= 2e-6 and scale_error(state["exp_avg_sq"], v) <= 2e-6

@@ -60,6 +60,9 @@ def test_device_params_in_storage_formats_and_several_buffer_sets(monkeypatch, r
     _same(_run(seed, False, **options), _run(seed, True, **options))
     monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 18))  # 65,536 float32 per set: 2 sets
     _same(_run(seed, False), _run(seed, True))
+    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 17))  # 32,768 per set: param 0 in 2 pieces
+    _same(_run(seed, False), _run(seed, True))
+    _same(_run(seed, False, wait=False), _run(seed, True, wait=False))
 
 
 def test_a_single_param_group_takes_the_copy_path_not_the_bound_import(rng):

@@ -99,15 +99,24 @@ def test_too_few_storage_buffers_per_pipeline_is_refused_by_name():
         spec_minimum.destroy()
 
 
-def test_a_buffer_past_max_memory_allocation_size_is_refused_by_name():
-    small = limited_manager(max_memory_allocation_size=1 << 16)
+def test_a_param_past_max_memory_allocation_size_steps_in_pieces(seed):
+    """The device's own ``maxMemoryAllocationSize`` (64 KiB, simulated) is read: a 128 KiB array
+    is cut into two pieces of one allocation each, and steps as on a device without the limit."""
+    small, plain = limited_manager(max_memory_allocation_size=1 << 16), limited_manager()
     try:
-        p = np.ones(1 << 15, np.float32)  # 128 KiB: more than one 64 KiB allocation
-        with pytest.raises(vk_adam.DeviceCapabilityError, match=r"maxMemoryAllocationSize: 65536 bytes"):
-            vk_adam.AdamW([p], manager=small)
-        assert np.all(p == 1.0)
+        rng = np.random.default_rng(seed)
+        p = rng.standard_normal(1 << 15).astype(np.float32)
+        q, before = p.copy(), p.copy()
+        grads = [rng.standard_normal(1 << 15).astype(np.float32) for _ in range(2)]
+        with vk_adam.AdamW([p], manager=small) as pieces, vk_adam.AdamW([q], manager=plain) as whole:
+            assert [len(o._groups[0].sets) for o in (pieces, whole)] == [2, 1]
+            for g in grads:
+                pieces.step([g])
+                whole.step([g])
+        assert p.tobytes() == q.tobytes() and not np.array_equal(p, before)
     finally:
         small.destroy()
+        plain.destroy()
 
 
 def test_a_storage_buffer_range_smaller_than_one_chunk_is_refused_by_name():

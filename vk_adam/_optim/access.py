@@ -106,7 +106,11 @@ class DeviceAccess:
         return state[name]
 
     def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
-        """(offset, shape) of each param of a NumPy group inside its flat buffers."""
+        """(offset, shape) of each param of a NumPy group inside its flat buffers.
+
+        A group larger than one device allocation has several buffer sets (``index`` of
+        :meth:`grad_buffer`); each offset is then within its param's set, and a param larger
+        than one set is cut into pieces, one per set, the offset being its first piece's."""
         return [(s.offset, s.shape) for s in self._groups[group].slots]
 
     def memory_bytes(self) -> dict[str, int]:

@@ -87,10 +87,18 @@ class Group:
     validated: dict[str, Any] | None = None  # options as last validated (skip re-checks)
     param_dtype: str = "float32"
 
-    def members(self, index: int) -> list[int]:
-        """The indices (in ``slots``) of the params that live in buffer set ``index``: a NumPy
-        group larger than one device allocation spreads its params over several sets."""
-        return [i for i, slot in enumerate(self.slots) if slot.buffer_set == index]
+    _parts: list[list[tuple[int, ParamSlot]]] | None = None  # parts(), made at first use
+
+    def parts(self, index: int) -> list[tuple[int, ParamSlot]]:
+        """(param index, slot) of what lives in buffer set ``index``, in order: a NumPy group
+        larger than one device allocation spreads its params over several sets, and a param
+        larger than one set is cut into pieces (``layout.plan_sets``), one in each of its sets."""
+        if self._parts is None:
+            self._parts = [[] for _ in self.sets]
+            for i, slot in enumerate(self.slots):
+                for part in slot.parts():
+                    self._parts[part.buffer_set].append((i, part))
+        return self._parts[index]
 
 
 class GroupBuilder:
@@ -124,17 +132,23 @@ class GroupBuilder:
             n_all = sum(align(p.size, alignment or ALIGN_ELEMENTS) for p in params)
             # One format for the whole group (8-bit state from the group's size, not a set's).
             form = self._format(variant, group.param_dtype, window.total if window else n_all)
-            limit = f"; maxMemoryAllocationSize: {self.rt.max_allocation_bytes} bytes"
-            group.slots, totals = plan_sets(params, self._set_capacity(form), alignment, limit)
+            group.slots, totals = plan_sets(params, self._set_capacity(form), alignment)
+            set_windows = [window] * len(totals)
             if window is not None and len(totals) > 1:
-                raise DeviceCapabilityError(
-                    f"a ZeRO shard of {n_all} elements is larger than one of the device's "
-                    f"allocations (maxMemoryAllocationSize {self.rt.max_allocation_bytes} bytes): use "
-                    "more ranks, or several param groups"
-                )
+                if len(params) != 1:
+                    raise DeviceCapabilityError(
+                        f"a windowed param group of {n_all} elements in {len(params)} arrays is larger "
+                        f"than one of the device's allocations (maxMemoryAllocationSize "
+                        f"{self.rt.max_allocation_bytes} bytes): pass it as one array"
+                    )
+                # a shard (one array) in pieces: each piece's set is the window from its first element
+                set_windows = [
+                    Window(window.index, window.offset + piece.start, window.total)
+                    for piece in group.slots[0].parts()
+                ]
             for k, total in enumerate(totals):
-                slots = [slot for slot in group.slots if slot.buffer_set == k]
-                words = param_words(slots, total, form.param)
+                parts = [part for slot in group.slots for part in slot.parts() if part.buffer_set == k]
+                words = param_words(parts, total, form.param)
                 param = self._buffer(words)
                 # each transient host array is freed before the next buffer is made: the host
                 # holds one buffer's words at a time besides the buffers themselves
@@ -152,7 +166,7 @@ class GroupBuilder:
                     total,
                     self._next_index(),
                     form,
-                    window=window,
+                    window=set_windows[k],
                     chunks=self._chunks(total),
                 )
                 bset.master = master
@@ -199,8 +213,7 @@ class GroupBuilder:
         wide = form.param == "float32" or form.has_master or fmt.STATE_F32 in form.state
         per_element = 4 if wide else 2
         granule = max(fmt.BLOCK, ALIGN_ELEMENTS)
-        capacity = self.rt.max_allocation_bytes // per_element // granule * granule
-        return min(capacity, max_elements())
+        return min(self.rt.max_allocation_bytes // per_element, max_elements()) // granule * granule
 
     def _next_index(self) -> int:
         self._sets += 1

@@ -302,7 +302,7 @@ class DeviceGroups:
         asynchronous step's, once it finished)."""
         if group.host_mode:
             for k, staging in enumerate(group.param_staging):
-                scatter([group.slots[i] for i in group.members(k)], staging)
+                scatter([part for _, part in group.parts(k)], staging)
 
     def zero_grads(self) -> None:
         """Zero every bound gradient buffer that has host memory (the caller drains first)."""

@@ -44,7 +44,7 @@ from .._runtime import (
 )
 from .buffers import Group
 from .host_imports import HostImports
-from .layout import ParamSlot, gather, scatter
+from .layout import ParamSlot, gather, part_of, scatter
 
 
 def refuse_resized(groups: Sequence[Group]) -> None:
@@ -83,7 +83,7 @@ class HostTraffic:
     """How the NumPy groups' params and gradients reach the device and come back, per step.
 
     Everything is per buffer set: a NumPy group larger than one device allocation has several,
-    each holding some of its params (``Group.members``)."""
+    each holding some of its params or pieces of one (``Group.parts``)."""
 
     rt: Runtime
     imports: HostImports
@@ -119,9 +119,16 @@ class HostTraffic:
             if not group.host_mode:
                 continue
             for k, bset in enumerate(group.sets):
-                members = group.members(k) if len(group.sets) > 1 else range(len(group.slots))
-                slots = [group.slots[i] for i in members]
-                grads = [prepared[gi][i] for i in members] if prepared is not None else None
+                if len(group.sets) == 1:  # every param whole, in this one set
+                    slots, grads = group.slots, prepared[gi] if prepared is not None else None
+                else:
+                    members = group.parts(k)
+                    slots = [part for _, part in members]
+                    grads = (
+                        [part_of(prepared[gi][i], part, group.slots[i]) for i, part in members]
+                        if prepared is not None
+                        else None
+                    )
                 params_in, grads_in = group.param_staging[k], group.grad_staging[k]
                 use_imports = direct and self.imports.enabled
                 plan = self._plan((gi, k), group, bset, slots, grads, held) if use_imports else None
@@ -183,6 +190,7 @@ class HostTraffic:
         params are current; they only come back."""
         single = (
             len(group.slots) == 1
+            and len(group.sets) == 1  # not a param cut into pieces
             and len(bset.chunks) == 1  # a windowed set binds its own buffers' windows
             and bset.format.param == "float32"
             and bset.master is None
@@ -263,7 +271,7 @@ class HostTraffic:
         for group in groups:
             if group.host_mode:
                 for k in range(len(group.sets)):
-                    slots = [group.slots[i] for i in group.members(k)]
+                    slots = [part for _, part in group.parts(k)]
                     gather(slots, [slot.host for slot in slots], group.param_staging[k])
         self.rt.run([self.rt.barrier_op(params), self.rt.upload_op(params)])
         self.used_direct = False

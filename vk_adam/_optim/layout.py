@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DeviceCapabilityError
-
 F32 = npt.NDArray[np.float32]
 
 #: Each param of a flat buffer starts at a multiple of this many elements.
@@ -33,13 +31,33 @@ def align(n: int, to: int = ALIGN_ELEMENTS) -> int:
 
 @dataclass
 class ParamSlot:
-    """Where one user-visible param lives: buffer set, offset, shape."""
+    """Where one user-visible param lives: buffer set, offset, shape.
+
+    A NumPy param larger than one buffer set (one device allocation) is cut into ``pieces``,
+    one per buffer set, each a slot of its own whose ``host`` is a flat view of the param's
+    array and ``start`` its first element in the param; the param's slot then names its first
+    piece's set and offset. A whole param has no pieces: its only part is itself."""
 
     buffer_set: int
     offset: int
     size: int
     shape: tuple[int, ...]
     host: Any  # the user's NumPy array: float32, float16 or bfloat16 (None for kp tensors)
+    pieces: tuple[ParamSlot, ...] = ()
+    start: int = 0  # a piece's first element in its param
+
+    def parts(self) -> tuple[ParamSlot, ...]:
+        """The slots the param's elements live in, in order: its pieces, or itself."""
+        return self.pieces or (self,)
+
+
+def part_of(value: Any, part: ParamSlot, param: ParamSlot) -> Any:
+    """``value`` (an array shaped like ``param``: its gradient, say) restricted to ``part``, one
+    of the param's parts: the array itself for a whole param, else a flat slice (a view where
+    ``value`` is contiguous)."""
+    if not param.pieces:
+        return value
+    return np.asarray(value).reshape(-1)[part.start : part.start + part.size]
 
 
 def plan_flat(params: Sequence[Any], limit: int, alignment: int | None = None) -> tuple[list[ParamSlot], int]:
@@ -58,30 +76,40 @@ def plan_flat(params: Sequence[Any], limit: int, alignment: int | None = None) -
 
 
 def plan_sets(
-    params: Sequence[Any], capacity: int, alignment: int | None = None, limit: str = ""
+    params: Sequence[Any], capacity: int, alignment: int | None = None
 ) -> tuple[list[ParamSlot], list[int]]:
-    """Slots for ``params`` packed, in order, into as few flat buffers of at most ``capacity``
-    elements each as that order allows, and each buffer's length. A device allocates at most
-    ``maxMemoryAllocationSize`` bytes at once, so a group larger than one allocation becomes
-    several buffer sets (one dispatch each); a param never spans two.
-
-    Raises ``DeviceCapabilityError`` when one param alone exceeds ``capacity`` (``limit``: the
-    device limit that sets it, for the message)."""
+    """Slots for ``params`` (C-contiguous NumPy arrays) packed, in order, into as few flat
+    buffers of at most ``capacity`` elements each as that order allows, and each buffer's
+    length. A device allocates at most ``maxMemoryAllocationSize`` bytes at once, so a group
+    larger than one allocation becomes several buffer sets (one dispatch each). A param that
+    fits in one set never spans two; a larger one is cut into pieces of ``capacity`` elements
+    (a multiple of ``alignment``, so 8-bit state's blocks are the param's own), each filling a
+    set of its own, the last shared with the params after it."""
     step = alignment or ALIGN_ELEMENTS
+    if capacity < step or capacity % step:
+        raise ValueError(f"a buffer set's capacity ({capacity}) must be a positive multiple of {step}")
     slots: list[ParamSlot] = []
     totals: list[int] = [0]
-    for index, p in enumerate(params):
+    for p in params:
         size = align(p.size, step)
-        if size > capacity:
-            raise DeviceCapabilityError(
-                f"param {index} holds {p.size} elements, more than one of the device's allocations "
-                f"holds ({capacity} at most{limit}): split it into several arrays (e.g. its rows), "
-                "each a param of its own"
-            )
-        if totals[-1] + size > capacity:
+        if size <= capacity:
+            if totals[-1] + size > capacity:
+                totals.append(0)
+            slots.append(ParamSlot(len(totals) - 1, totals[-1], p.size, tuple(p.shape), p))
+            totals[-1] += size
+            continue
+        if totals[-1]:
             totals.append(0)
-        slots.append(ParamSlot(len(totals) - 1, totals[-1], p.size, tuple(p.shape), p))
-        totals[-1] += size
+        flat, pieces = p.reshape(-1), []
+        for start in range(0, p.size, capacity):
+            count = min(capacity, p.size - start)
+            if totals[-1]:
+                totals.append(0)
+            view = flat[start : start + count]
+            pieces.append(ParamSlot(len(totals) - 1, 0, count, (count,), view, start=start))
+            totals[-1] = align(count, step)
+        first = pieces[0]
+        slots.append(ParamSlot(first.buffer_set, 0, p.size, tuple(p.shape), p, tuple(pieces)))
     return slots, totals
 
 
@@ -128,7 +156,8 @@ def copy_into(dst: npt.NDArray[Any], src: npt.NDArray[Any]) -> None:
 
 
 def gather(slots: Sequence[ParamSlot], values: Sequence[Any], flat: F32) -> None:
-    """Copy each slot's value (an array of the slot's size) into ``flat`` at its offset."""
+    """Copy each slot's value (an array of the slot's size; for a piece, of the piece's) into
+    ``flat`` at its offset."""
     for slot, value in zip(slots, values, strict=True):
         copy_into(flat[slot.offset : slot.offset + slot.size], np.asarray(value).reshape(-1))
 

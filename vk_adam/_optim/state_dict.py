@@ -15,7 +15,7 @@ import numpy.typing as npt
 from .. import _formats as fmt
 from .._rules import UpdateRule
 from .._values import as_step, is_index, show
-from .device import BufferSet, Group
+from .device import Group
 from .groups import check_hyper_types, same_shader
 from .layout import ParamSlot
 from .storage import STATE_DTYPE_OF, Storage, blocks, decode_state, is_signed, native_state, quantize
@@ -84,21 +84,27 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
     for index, group, slot in _all_slots(groups):
         if group.step == 0:
             continue
-        bset = group.sets[slot.buffer_set]
+        parts = [(group.sets[part.buffer_set], part) for part in slot.parts()]
         entry: dict[str, Any] = {"step": float(group.step)}
-        for s, code in zip(group.variant.state, bset.format.state, strict=True):
-            words = words_of[id(bset.state[s.name])]
-            absmax = words_of[id(bset.absmax[s.name])] if s.name in bset.absmax else None
-            if float32:
-                entry[s.name] = decode_state(code, words, absmax, slot.offset, slot.size).reshape(slot.shape)
-                continue
-            values, scale = native_state(code, words, absmax, slot.offset, slot.size)
-            entry[s.name] = values.reshape(slot.shape)
-            if scale is not None:
-                entry[f"{s.name}{ABSMAX_SUFFIX}"] = scale
-        if bset.master is not None and not float32:
-            flat = words_of[id(bset.master)][slot.offset : slot.offset + slot.size]
-            entry[MASTER_KEY] = flat.reshape(slot.shape).copy()
+        for k, s in enumerate(group.variant.state):
+            values, scales = [], []
+            for bset, part in parts:
+                code = bset.format.state[k]
+                words = words_of[id(bset.state[s.name])]
+                absmax = words_of[id(bset.absmax[s.name])] if s.name in bset.absmax else None
+                if float32:
+                    values.append(decode_state(code, words, absmax, part.offset, part.size))
+                    continue
+                value, scale = native_state(code, words, absmax, part.offset, part.size)
+                values.append(value)
+                if scale is not None:
+                    scales.append(scale)
+            entry[s.name] = _joined(values).reshape(slot.shape)
+            if scales:  # a piece's blocks are its param's: their scales join in order
+                entry[f"{s.name}{ABSMAX_SUFFIX}"] = _joined(scales)
+        if parts[0][0].master is not None and not float32:
+            flats = [words_of[id(b.master)][part.offset : part.offset + part.size] for b, part in parts]
+            entry[MASTER_KEY] = _joined(flats).reshape(slot.shape).copy()
         state[index] = entry
     param_groups = []
     start = 0
@@ -111,6 +117,11 @@ def read_state_dict(device: StateHolder, *, float32: bool = False) -> dict[str, 
         start += len(group.slots)
         param_groups.append(opts)
     return {"state": state, "param_groups": param_groups}
+
+
+def _joined(arrays: list[Array]) -> Array:
+    """The pieces of one param's values, in order, as one flat array."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _checked_groups(state_dict: Any, count: int) -> tuple[list[Mapping[str, Any]], Mapping[Any, Any]]:
@@ -182,11 +193,13 @@ Write = tuple[Any, Any, int, Array]
 
 
 def _state_writes(
-    bset: BufferSet, slot: ParamSlot, name: str, code: int, value: Array, absmax: Any, param_id: int
+    group: Group, slot: ParamSlot, k: int, value: Array, absmax: Any, param_id: int
 ) -> list[Write]:
-    """The writes that store one saved state buffer of one param in its buffer's format."""
+    """The writes that store one saved state buffer (the ``k``-th of the rule's) of one param
+    in its buffers' format, piece by piece for a param cut into pieces."""
+    name = group.variant.state[k].name
+    code = group.sets[slot.buffer_set].format.state[k]  # one format for the whole group
     where = f"state {name!r} of param {param_id}"
-    tensor = bset.state[name]
     if value.size != slot.size:
         raise ValueError(f"{where} has {value.size} elements; the param has {slot.size}")
     if value.dtype == np.uint8:
@@ -204,24 +217,26 @@ def _state_writes(
                 f"{name + ABSMAX_SUFFIX!r} of param {param_id} must hold {blocks(slot.size)} finite, "
                 f"non-negative block maxima (got {scale.size} values)"
             )
-        first = slot.offset // fmt.BLOCK
-        return [(tensor, np.uint8, slot.offset, value), (bset.absmax[name], np.float32, first, scale)]
-    values = value.astype(np.float32)
-    if code == fmt.STATE_F32:
-        return [(tensor, np.float32, slot.offset, values)]
-    if code == fmt.STATE_BF16:
-        return [(tensor, fmt.BFLOAT16, slot.offset, values.astype(fmt.BFLOAT16))]
-    codes, scale = quantize(values, is_signed(code))
-    first = slot.offset // fmt.BLOCK
-    return [
-        (tensor, np.uint8, slot.offset, codes[: slot.size]),
-        (bset.absmax[name], np.float32, first, scale),
-    ]
+        codes = value
+    elif code == fmt.STATE_F32 or code == fmt.STATE_BF16:
+        codes, scale = value.astype(np.float32 if code == fmt.STATE_F32 else fmt.BFLOAT16), None
+    else:
+        codes, scale = quantize(value.astype(np.float32), is_signed(code))
+    writes: list[Write] = []
+    for part in slot.parts():  # pieces start on a block: a piece's blocks are the param's own
+        bset, at = group.sets[part.buffer_set], part.start
+        piece = codes[at : at + part.size]
+        writes.append((bset.state[name], piece.dtype.type, part.offset, piece))
+        if scale is not None:
+            first = at // fmt.BLOCK
+            scales = scale[first : first + blocks(part.size)]
+            writes.append((bset.absmax[name], np.float32, part.offset // fmt.BLOCK, scales))
+    return writes
 
 
-def _master_writes(bset: BufferSet, slot: ParamSlot, entry: Any, param_id: int) -> list[Write]:
+def _master_writes(group: Group, slot: ParamSlot, entry: Any, param_id: int) -> list[Write]:
     """The master copy of a 16-bit param: the saved one, else the param's current value."""
-    if bset.master is None:
+    if group.sets[slot.buffer_set].master is None:
         return []
     if entry is not None and MASTER_KEY in entry:
         values = _state_array(entry[MASTER_KEY], MASTER_KEY, param_id).astype(np.float32)
@@ -231,7 +246,15 @@ def _master_writes(bset: BufferSet, slot: ParamSlot, entry: Any, param_id: int) 
             )
     else:
         values = np.asarray(slot.host, np.float32).reshape(-1)
-    return [(bset.master, np.float32, slot.offset, values)]
+    return [
+        (
+            group.sets[part.buffer_set].master,
+            np.float32,
+            part.offset,
+            values[part.start : part.start + part.size],
+        )
+        for part in slot.parts()
+    ]
 
 
 def _lacks(
@@ -301,13 +324,12 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
         for local, saved_id in enumerate(ids):
             _, _, slot = params_flat[sum(len(g.slots) for g in groups[:gi]) + local]
             key = saved_id if saved_id in state else str(saved_id)
-            bset = group.sets[slot.buffer_set]
             if key not in state:  # never stepped: the initial state
                 group_steps.add(0)
-                for s, code in zip(group.variant.state, bset.format.state, strict=True):
+                for k, s in enumerate(group.variant.state):
                     initial = np.full(slot.size, s.initial_value, np.float32)
-                    writes += _state_writes(bset, slot, s.name, code, initial, None, saved_id)
-                writes += _master_writes(bset, slot, None, saved_id)
+                    writes += _state_writes(group, slot, k, initial, None, saved_id)
+                writes += _master_writes(group, slot, None, saved_id)
                 continue
             entry = state[key]
             if not isinstance(entry, Mapping):
@@ -318,13 +340,13 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
             group_steps.add(
                 as_step(entry["step"], f"'step' of param {saved_id}", 0) if "step" in entry else 0
             )
-            for s, code in zip(group.variant.state, bset.format.state, strict=True):
+            for k, s in enumerate(group.variant.state):
                 if s.name not in entry:
                     raise ValueError(_lacks(s.name, saved_id, entry, saved_groups[gi], rule, group))
                 value = _state_array(entry[s.name], s.name, saved_id)
                 absmax = entry.get(s.name + ABSMAX_SUFFIX)
-                writes += _state_writes(bset, slot, s.name, code, value, absmax, saved_id)
-            writes += _master_writes(bset, slot, entry, saved_id)
+                writes += _state_writes(group, slot, k, value, absmax, saved_id)
+            writes += _master_writes(group, slot, entry, saved_id)
         if len(group_steps) > 1:
             raise ValueError(
                 f"param group {gi} has params at different steps {sorted(group_steps)}; "

@@ -41,9 +41,15 @@ from .external import (
     upload_and_wait,
 )
 from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
-from .limits import DeviceLimits, all_device_limits, device_limits, max_elements
-from .runtime import (
+from .limits import (
     MAX_ALLOCATION_BYTES_ENV,
+    DeviceLimits,
+    all_device_limits,
+    check_one_allocation,
+    device_limits,
+    max_elements,
+)
+from .runtime import (
     MAX_BINDING_BYTES_ENV,
     MAX_WORKGROUPS,
     MAX_WORKGROUPS_ENV,
@@ -91,6 +97,7 @@ __all__ = [
     "as_torch",
     "bridge_for",
     "check_float32",
+    "check_one_allocation",
     "copy_regions_op",
     "described",
     "described_or_refuse",

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .._errors import DeviceMemoryError
+from .._errors import DeviceCapabilityError, DeviceMemoryError
+from .._inputs import env_int
 from ._kp import kp_features
 
 #: VK_MAKE_API_VERSION(0, 1, 1, 0): the version kp's instance asks for.
@@ -267,3 +268,30 @@ def max_elements() -> int:
     if "64-bit sizes" in kp_features().patches:
         return 2**62
     return (2**32 - 1) // 4
+
+
+#: Tests only: a lower ``maxMemoryAllocationSize`` than the device's (bytes), so small NumPy
+#: groups take the several-buffer-sets path that groups larger than one allocation take.
+MAX_ALLOCATION_BYTES_ENV = "VK_ADAM_MAX_ALLOCATION_BYTES"
+
+
+def allocation_limit(limits: DeviceLimits) -> int:
+    """The most bytes one allocation may hold on the device of ``limits``: its
+    ``maxMemoryAllocationSize`` (not enforced where this kp build cannot read it: the spec's
+    1 GiB guarantee would refuse what the device allocates), or ``$VK_ADAM_MAX_ALLOCATION_BYTES``
+    where lower (tests)."""
+    readable = "max_memory_allocation_size" not in limits.assumed
+    return min(
+        limits.max_memory_allocation_size if readable else 1 << 62, env_int(MAX_ALLOCATION_BYTES_ENV, 1 << 62)
+    )
+
+
+def check_one_allocation(limits: DeviceLimits, nbytes: int, what: str, instead: str) -> None:
+    """Raise ``DeviceCapabilityError`` when ``what`` (naming one buffer, of ``nbytes``) exceeds
+    one of the device's allocations; ``instead``: what the user can do."""
+    limit = allocation_limit(limits)
+    if nbytes > limit:
+        raise DeviceCapabilityError(
+            f"{what} of {nbytes} bytes, more than {limits.device_name or 'the device'} allocates at "
+            f"once (maxMemoryAllocationSize: {limit} bytes): {instead}"
+        )

@@ -33,7 +33,7 @@ from .barriers import full_barrier_op
 from .device_only import DeviceOnly
 from .devices import DeviceInfo, application_device
 from .external import Sharing, exportable_buffer, sharing, with_sharing
-from .limits import DeviceLimits, allocation_failure
+from .limits import DeviceLimits, allocation_failure, allocation_limit
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
 
@@ -50,9 +50,6 @@ MAX_WORKGROUPS = 65535
 #: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
 #: the windowed path (``_optim/windows.py``) that large ones take on real devices.
 MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
-#: Tests only: a lower ``maxMemoryAllocationSize`` than the device's (bytes), so small NumPy
-#: groups take the several-buffer-sets path that groups larger than one allocation take.
-MAX_ALLOCATION_BYTES_ENV = "VK_ADAM_MAX_ALLOCATION_BYTES"
 
 
 #: A lower workgroup cap for tuning experiments; unset: no cap.
@@ -118,10 +115,7 @@ class Runtime(Closable):
             if readable(per_stage)
             else 1 << 20
         )
-        self.max_allocation_bytes = min(
-            lim.max_memory_allocation_size if readable({"max_memory_allocation_size"}) else 1 << 62,
-            env_int(MAX_ALLOCATION_BYTES_ENV, 1 << 62),
-        )
+        self.max_allocation_bytes = allocation_limit(lim)
         self._buffers: list[Any] = []
         #: buffers with no staging copy, where this kp build copies byte regions (device_only.py)
         self._device_only = (

@@ -29,7 +29,16 @@ import numpy.typing as npt
 
 from .._inputs import env_int
 from .._optim import HOST_IMPORT_ENV
-from .._runtime import DeviceStaging, Region, Runtime, check_float32, element_count, refuse_unwritten
+from .._runtime import (
+    DeviceStaging,
+    Region,
+    Runtime,
+    check_float32,
+    check_one_allocation,
+    device_limits,
+    element_count,
+    refuse_unwritten,
+)
 from ._plan import Unit
 from ._shard import Partition
 from ._staging import ShardStaging
@@ -68,6 +77,7 @@ def make_staging(
     slots, dtypes = [u.slots for u in units], [u.dtype for u in units]
     if all(u.tensor is None for u in units):
         return ShardStaging(partition, rank, slots, dtypes), None
+    check_collective_buffer(manager, partition, "on kp tensor params")
     device = DeviceParams(manager, units, host_import=env_int(HOST_IMPORT_ENV, 1, (0, 1)) == 1)
     try:
         staging = ShardStaging(partition, rank, slots, dtypes, device.alloc)
@@ -76,6 +86,18 @@ def make_staging(
         device.close()
         raise
     return staging, device
+
+
+def check_collective_buffer(manager: Any, partition: Partition, how: str) -> None:
+    """Device paths hold every rank's gradients (``world * max_shard`` float32) in one buffer
+    the device reads: refuse, by name, one larger than the device allocates at once."""
+    check_one_allocation(
+        device_limits(manager),
+        4 * partition.max_shard * partition.world,
+        f"ZeRO-1 {how} keeps every rank's gradients in one device buffer",
+        "pass the params as NumPy arrays (their shards step in pieces of one allocation each), "
+        "or fewer elements in all",
+    )
 
 
 def taken_grad_buffers(device: DeviceParams | None, count: int) -> list[Any]:

@@ -48,7 +48,13 @@ from .._rules import UpdateRule
 from .._runtime import DEVICE_ENV, list_devices
 from ._access import ShardAccess
 from ._comm import Communicator, agree, make_communicator
-from ._device import DeviceParams, adapter_params, make_staging, taken_grad_buffers
+from ._device import (
+    DeviceParams,
+    adapter_params,
+    check_collective_buffer,
+    make_staging,
+    taken_grad_buffers,
+)
 from ._mirror import StateMirror
 from ._nccl import NcclOnVulkan, wanted
 from ._plan import make_plan
@@ -154,6 +160,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             if bridge is None:
                 self._staging, self._device = make_staging(self._units, self.partition, self.rank, manager)
             else:  # NCCL on the Vulkan buffers: the staging's pieces are device pieces
+                check_collective_buffer(manager, self.partition, "over NCCL on Vulkan buffers")
                 self._device = DeviceParams(manager, self._units, host_import=False, how=bridge.name)
                 self._nccl = NcclOnVulkan(manager, self._units, self.partition, self.rank, bridge)
                 self._staging = self._nccl  # type: ignore[assignment]
