@@ -62,7 +62,8 @@ def _can_run(d: Any, lim: Any) -> list[str]:
         return [f"8-bit state: {int8}", "limits: unknown (this kp build cannot read them)"]
     lines = [
         f"maxStorageBufferRange {_mib(lim.max_storage_buffer_range)} (larger buffers: one dispatch per "
-        f"window), maxMemoryAllocationSize {_mib(lim.max_memory_allocation_size)}, "
+        f"window), maxMemoryAllocationSize {_mib(lim.max_memory_allocation_size)} (larger NumPy "
+        "groups and arrays: one buffer set per allocation), "
         f"minStorageBufferOffsetAlignment {lim.min_storage_buffer_offset_alignment}",
         f"maxPushConstantsSize {lim.max_push_constants_size} bytes, storage buffers per pipeline "
         f"{min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)}, "
