@@ -38,8 +38,10 @@
 #             (vk-adam bench --cases zero --ranks 2)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 #   boundaries  tests.txt: the NumPy-path tests (host imports, device_params, buffer sets,
-#             threaded copies) under validation; host/ (vk-adam bench --cases host, every NumPy
-#             row, DeepSpeed's among them, its op built first); zero/ (as in scale)
+#             threaded copies, chunked staging) under validation; staging_chunks.txt/.json
+#             (staging_chunks.py: chunked staging against whole buffers); host/ (vk-adam bench
+#             --cases host, every NumPy row, DeepSpeed's among them, its op built first); zero/
+#             (as in scale; ZERO=0 leaves it out)
 #   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
 #             largest steps of scale, without zero/
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (--out DIR)" >&2; exit 2 ;;
     *) mode="$1"; shift ;;
   esac
@@ -111,8 +113,10 @@ case "$mode" in
     "$PYTHON" -m vk_adam info > "$OUT/info.txt" 2>&1; tail -3 "$OUT/info.txt"
     # shellcheck disable=SC2046
     timeout 70 "$PYTHON" -m pytest --vk-validation $(tests_named test_host_import test_device_params \
-      test_allocation_sets test_parallel_copy) -p no:cacheprovider -q > "$OUT/tests.txt" 2>&1
+      test_allocation_sets test_parallel_copy test_staging_pipeline) -p no:cacheprovider -q > "$OUT/tests.txt" 2>&1
     echo "tests rc=$?"; tail -3 "$OUT/tests.txt"
+    timeout 90 "$PYTHON" benchmarks/h200/staging_chunks.py --out "$OUT" > "$OUT/staging_chunks.txt" 2>&1
+    echo "staging chunks rc=$?"; cat "$OUT/staging_chunks.txt"
     # DeepSpeed's CPU Adam op builds on first use: build it here, apart from the bench's clock
     start=$(date +%s)
     timeout 110 "$PYTHON" -c "import torch; from deepspeed.ops.adam import DeepSpeedCPUAdam as A; \

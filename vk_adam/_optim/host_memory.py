@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import _formats as fmt
 from .._runtime import (
+    Pending,
     Runtime,
     copy_regions_op,
     host_read_barrier_op,
@@ -45,6 +46,7 @@ from .._runtime import (
 from .buffers import Group
 from .host_imports import HostImports
 from .layout import ParamSlot, gather, part_of, scatter
+from .staging_pipeline import chunk_ranges, download_in_chunks, upload_in_chunks
 
 
 def refuse_resized(groups: Sequence[Group]) -> None:
@@ -107,11 +109,17 @@ class HostTraffic:
     used_direct: bool = False  # a step did: the flat param buffers are not current
     _plans: dict[tuple[int, int], _GroupPlan] = field(default_factory=dict)  # by (group, set)
     _download_all: Any = None
+    #: this synchronous step's chunked uploads, submitted before it (``staging_pipeline``)
+    uploading: list[Pending] = field(default_factory=list)
+    #: after the wait: (param tensor, its staging memory, slots, chunks) downloaded in chunks
+    chunked_out: list[tuple[Any, Any, list[ParamSlot], list[tuple[int, int]]]] = field(default_factory=list)
 
     def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
         """Write what goes through staging memory for every NumPy group, set this step's copy
         ops; return the buffers to upload whole. ``direct``: a synchronous step (imports)."""
         self.copy_in, self.copy_out, self.scatter, self.bound = [], [], [], {}
+        self.settle()
+        self.chunked_out = []
         upload: list[Any] = []
         downloads: list[Any] = []
         held, self.reload = self.held and not self.reload, False
@@ -132,15 +140,14 @@ class HostTraffic:
                 params_in, grads_in = group.param_staging[k], group.grad_staging[k]
                 use_imports = direct and self.imports.enabled
                 plan = self._plan((gi, k), group, bset, slots, grads, held) if use_imports else None
+                # a synchronous step copies large staged buffers in chunks (staging_pipeline)
+                chunks = chunk_ranges(slots, params_in.itemsize) if direct else None
                 if plan is None:  # the staging path: every param and gradient through NumPy copies
                     if not held:
-                        gather(slots, [slot.host for slot in slots], params_in)
-                        upload.append(bset.param)
+                        self._stage_in(bset.param, params_in, slots, [s.host for s in slots], chunks, upload)
                     if grads is not None:
-                        gather(slots, grads, grads_in)
-                        upload.append(bset.grad)
-                    downloads.append(bset.param)
-                    self.scatter.append((slots, params_in))
+                        self._stage_in(bset.grad, grads_in, slots, grads, chunks, upload)
+                    self._stage_out(bset.param, params_in, slots, chunks, downloads)
                     continue
                 self.copy_in += plan.copy_in
                 self.copy_out += plan.copy_out
@@ -155,18 +162,52 @@ class HostTraffic:
                     if not held:
                         gather(plan.staged_params, [s.host for s in plan.staged_params], params_in)
                     self.scatter.append((plan.staged_params, params_in))
-                if plan.whole[0]:
+                if plan.whole[0]:  # (every param staged: gathered above, into staging_params)
                     if not held:
                         upload.append(bset.param)
                     downloads.append(bset.param)
                 if grads is not None and plan.staged_grads:
                     staged = [slots[i] for i in plan.staged_grads]
-                    gather(staged, [grads[i] for i in plan.staged_grads], grads_in)
                     if plan.whole[1]:
-                        upload.append(bset.grad)
+                        self._stage_in(bset.grad, grads_in, slots, grads, chunks, upload)
+                    else:
+                        gather(staged, [grads[i] for i in plan.staged_grads], grads_in)
         if downloads:
             self.copy_out.append(self._download(downloads, groups))
         return upload
+
+    def _stage_in(
+        self,
+        tensor: Any,
+        staging: Any,
+        slots: list[ParamSlot],
+        values: Sequence[Any],
+        chunks: list[tuple[int, int]] | None,
+        upload: list[Any],
+    ) -> None:
+        """``values`` (one per slot) into ``tensor``: gathered into its staging memory and
+        uploaded whole in the step (``upload``), or chunk by chunk before it (``chunks``)."""
+        if chunks is None:
+            gather(slots, values, staging)
+            upload.append(tensor)
+        else:
+            self.uploading += upload_in_chunks(self.rt, tensor, staging, slots, values, chunks)
+
+    def _stage_out(
+        self,
+        tensor: Any,
+        staging: Any,
+        slots: list[ParamSlot],
+        chunks: list[tuple[int, int]] | None,
+        downloads: list[Any],
+    ) -> None:
+        """The updated params of ``tensor`` back into the slots' arrays after the wait: downloaded
+        whole in the step (``downloads``) and scattered, or chunk by chunk (``chunks``)."""
+        if chunks is None:
+            downloads.append(tensor)
+            self.scatter.append((slots, staging))
+        else:
+            self.chunked_out.append((tensor, staging, slots, chunks))
 
     def _download(self, params: list[Any], groups: Sequence[Group]) -> Any:
         every = [b.param for g in groups if g.host_mode for b in g.sets]
@@ -287,12 +328,24 @@ class HostTraffic:
         self.direct = False
         self._plans.clear()
 
+    def settle(self) -> None:
+        """Wait for the chunked uploads submitted before this step (done once the step is)."""
+        uploading, self.uploading = self.uploading, []
+        for pending in uploading:
+            pending.wait()
+
     def finish(self) -> None:
         """After a synchronous step's wait: copy what came back through staging into the arrays."""
+        self.settle()
         for slots, staging in self.scatter:
             scatter(slots, staging)
+        chunked, self.chunked_out = self.chunked_out, []
+        for tensor, staging, slots, chunks in chunked:
+            download_in_chunks(self.rt, tensor, staging, slots, chunks)
 
     def close(self) -> None:
+        self.settle()
+        self.chunked_out = []
         self._plans.clear()
         self.copy_in, self.copy_out, self.scatter = [], [], []
         self.imports.close()
