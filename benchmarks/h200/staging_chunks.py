@@ -13,6 +13,7 @@ of ``--chunks`` MiB (0: whole-buffer copies inside the step's submission):
   staging memory: params and gradients up, params down).
 
 Every case's params after the last step are compared with the whole-buffer run's, bit for bit.
+Then the pieces of one buffer's trip through staging memory, each timed alone (``parts``).
 Writes ``staging_chunks.json`` and prints a table. Runs on lavapipe too (``--sizes 20``).
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import vk_adam
+from vk_adam._runtime import copy_regions_op
 
 CASES = {
     "fresh": {"fresh": True, "imports": True, "device_params": False},
@@ -60,6 +62,57 @@ def run_case(n: int, case: dict, chunk_mib: int, repeats: int, warmup: int) -> t
     return 1e3 * statistics.median(times), param
 
 
+def parts(n: int, repeats: int) -> dict[str, float]:
+    """The pieces of one buffer's trip through staging memory at ``n`` fp32 elements, each alone
+    (median ms): the threaded gather, the upload, both chunked, the download, the threaded
+    scatter, and both chunked."""
+    from vk_adam._optim import staging_pipeline as sp
+    from vk_adam._optim.layout import ParamSlot, copy_into
+    from vk_adam._runtime import host_view
+
+    os.environ["VK_ADAM_STAGING_CHUNK_BYTES"] = str(sp.DEFAULT_CHUNK_BYTES)
+    out: dict[str, float] = {}
+    array = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    with vk_adam.AdamW([np.zeros(n, np.float32)], lr=1e-3) as opt:
+        rt, tensor = opt._rt, opt._groups[0].sets[0].grad
+        staging = host_view(tensor)[:n]
+        slots = [ParamSlot(0, 0, n, (n,), array)]
+        ranges = sp.chunk_ranges(slots, 4)
+        assert ranges is not None
+        whole = [(0, 0, 4 * n)]
+
+        def dma(to_device: bool) -> None:
+            if to_device:
+                op = copy_regions_op(tensor, tensor, whole, source_staging=True)
+            else:
+                op = copy_regions_op(tensor, tensor, whole, destination_staging=True)
+            rt.submit([op]).wait()
+
+        def up_chunked() -> None:
+            for pending in sp.upload_in_chunks(rt, tensor, staging, slots, [array], ranges):
+                pending.wait()
+
+        cases = {
+            "gather (threads)": lambda: copy_into(staging, array),
+            "upload": lambda: dma(True),
+            "gather + upload": lambda: (copy_into(staging, array), dma(True)),
+            "gather + upload, chunked": up_chunked,
+            "download": lambda: dma(False),
+            "scatter (threads)": lambda: copy_into(array, staging),
+            "download + scatter": lambda: (dma(False), copy_into(array, staging)),
+            "download + scatter, chunked": lambda: sp.download_in_chunks(rt, tensor, staging, slots, ranges),
+        }
+        for name, fn in cases.items():
+            fn()
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t)
+            out[name] = 1e3 * statistics.median(times)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -85,7 +138,14 @@ def main() -> None:
             rows.append({"elements": 1 << k, "case": name, "chunks_mib": chunks, "ms": ms, "same_bits": same})
             cells = "  ".join(f"{c:>2} MiB {t:8.3f}" for c, t in zip(chunks, ms, strict=True))
             print(f"2^{k} {name:<22} {cells}  same bits: {same}", flush=True)
-    (args.out / "staging_chunks.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+    pieces = {}
+    for k in (int(s) for s in args.sizes.split(",")):
+        pieces[1 << k] = parts(1 << k, args.repeats)
+        cells = ", ".join(f"{name} {t:.3f}" for name, t in pieces[1 << k].items())
+        print(f"2^{k} one buffer, ms: {cells}", flush=True)
+    (args.out / "staging_chunks.json").write_text(
+        json.dumps({"device": device, "rows": rows, "parts": pieces}, indent=1)
+    )
     if not all(r["same_bits"] for r in rows):
         raise SystemExit("chunked and whole-buffer steps differ")
 

@@ -83,8 +83,11 @@ def _same_state(a, b):
     return True
 
 
+@pytest.mark.parametrize("task_bytes", [16 * 1024, staging_pipeline.TASK_BYTES])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_chunked_staging_equals_whole_buffers_bit_for_bit(rng, monkeypatch, counted, dtype):
+def test_chunked_staging_equals_whole_buffers_bit_for_bit(rng, monkeypatch, counted, dtype, task_bytes):
+    # 16 KiB tasks: several copy-thread tasks per chunk, taken in order by the threads
+    monkeypatch.setattr(staging_pipeline, "TASK_BYTES", task_bytes)
     if dtype == "bfloat16":
         np_dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
     else:

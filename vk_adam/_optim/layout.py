@@ -137,22 +137,29 @@ def copy_threads() -> int:
 COPY_THREADS_ENV = "VK_ADAM_COPY_THREADS"
 
 
+def copy_pool() -> ThreadPoolExecutor | None:
+    """The threads large host copies run on, made at first use (None: :func:`copy_threads` is 1)."""
+    global _pool
+    threads = copy_threads()
+    if threads == 1:
+        return None
+    if _pool is None or _pool[0] < threads:
+        _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="vk-adam-copy"))
+    return _pool[1]
+
+
 def copy_into(dst: npt.NDArray[Any], src: npt.NDArray[Any]) -> None:
     """``dst[...] = src`` for flat arrays of one size (any dtypes, as assignment converts), over
     several threads when it is large."""
-    global _pool
     threads = copy_threads() if dst.nbytes >= PARALLEL_COPY_BYTES else 1
-    if threads == 1:
+    pool = copy_pool() if threads > 1 else None
+    if pool is None:
         np.copyto(dst, src, casting="unsafe")
         return
-    if _pool is None or _pool[0] < threads:
-        _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="vk-adam-copy"))
     step = -(-dst.size // threads)
     step += -step % 1024  # pieces of whole 4 KiB pages (of float32)
     pieces = range(0, dst.size, step)
-    list(
-        _pool[1].map(lambda at: np.copyto(dst[at : at + step], src[at : at + step], casting="unsafe"), pieces)
-    )
+    list(pool.map(lambda at: np.copyto(dst[at : at + step], src[at : at + step], casting="unsafe"), pieces))
 
 
 def gather(slots: Sequence[ParamSlot], values: Sequence[Any], flat: F32) -> None:
