@@ -308,6 +308,33 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
         opt.step(grads)
 
 
+def test_a_shard_through_chunked_staging_is_one_process_bit_for_bit(rng, one_rank_group, monkeypatch):
+    """A shard's NumPy pieces go through staging memory in chunks (``staging_pipeline``, 64 KiB
+    chunks here; every array through staging): the params are one process's with whole buffers."""
+    import vk_adam.distributed as vkd
+    from vk_adam._optim import host_imports, host_memory
+    from vk_adam._optim.staging_pipeline import STAGING_CHUNK_ENV
+
+    chunked = []
+    upload = host_memory.upload_in_chunks
+    monkeypatch.setattr(host_memory, "upload_in_chunks", lambda *a: chunked.append(1) or upload(*a))
+    monkeypatch.setenv(host_imports.HOST_IMPORT_ENV, "0")
+    shapes = [(300, 257), (40_001,)]
+    params = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    steps = [[random_grad(rng, s) for s in shapes] for _ in range(3)]
+    mine, theirs = [p.copy() for p in params], [p.copy() for p in params]
+    monkeypatch.setenv(STAGING_CHUNK_ENV, str(64 * 1024))
+    with vkd.ZeroRedundancyOptimizer(mine, "adamw", lr=1e-2) as opt:
+        for grads in steps:
+            opt.step(grads)
+    assert chunked  # the shard's update took the chunked path
+    monkeypatch.setenv(STAGING_CHUNK_ENV, "0")
+    with vk_adam.AdamW(theirs, lr=1e-2) as ref:
+        for grads in steps:
+            ref.step(grads)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(mine, theirs, strict=True))
+
+
 @pytest.mark.parametrize("paired", [False, True])
 @pytest.mark.parametrize("message", [1 << 20, 997])
 @pytest.mark.parametrize("mean", [False, True])
