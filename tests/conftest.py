@@ -136,6 +136,25 @@ def scale_error(actual: np.ndarray, expected: np.ndarray) -> float:
     )
 
 
+def adamw_f64(
+    p: np.ndarray,
+    g: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    step: int,
+    lr: float = 1e-3,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    wd: float = 1e-2,
+) -> None:
+    """One AdamW step in float64, in place on ``p``, ``m``, ``v`` (torch.optim.AdamW's order)."""
+    p *= 1 - lr * wd
+    m[:] = betas[0] * m + (1 - betas[0]) * g
+    v[:] = betas[1] * v + (1 - betas[1]) * g * g
+    denom = np.sqrt(v / (1 - betas[1] ** step)) + eps
+    p -= lr / (1 - betas[0] ** step) * m / denom
+
+
 def random_grad(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Gradients whose scale changes from step to step (1e-3 .. 1e2), never all zeros."""
     return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import vk_adam
+from vk_adam._commands.bench.timing import median_ms, timeit
 from vk_adam._runtime import copy_regions_op
 
 CASES = {
@@ -70,7 +71,8 @@ def parts(n: int, repeats: int) -> dict[str, float]:
     from vk_adam._optim.layout import ParamSlot, copy_into
     from vk_adam._runtime import host_view
 
-    os.environ["VK_ADAM_STAGING_CHUNK_BYTES"] = str(sp.DEFAULT_CHUNK_BYTES)
+    # the default chunk, or a quarter of the buffer where it holds fewer than two (small --sizes)
+    os.environ["VK_ADAM_STAGING_CHUNK_BYTES"] = str(min(sp.DEFAULT_CHUNK_BYTES, n))
     out: dict[str, float] = {}
     array = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
     with vk_adam.AdamW([np.zeros(n, np.float32)], lr=1e-3) as opt:
@@ -103,13 +105,7 @@ def parts(n: int, repeats: int) -> dict[str, float]:
             "download + scatter, chunked": lambda: sp.download_in_chunks(rt, tensor, staging, slots, ranges),
         }
         for name, fn in cases.items():
-            fn()
-            times = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            out[name] = 1e3 * statistics.median(times)
+            out[name] = median_ms(timeit(fn, repeats, warmup=1))
     return out
 
 

@@ -16,10 +16,10 @@ import argparse
 import ctypes
 import ctypes.util
 import statistics
-import time
 
 import numpy as np
 
+from vk_adam._commands.bench.timing import timeit
 from vk_adam._runtime._kp import kp_module
 
 
@@ -101,13 +101,7 @@ def main() -> None:
             for name, op in (("upload", kp.OpTensorSyncDevice), ("download", kp.OpTensorSyncLocal)):
                 seq = mgr.sequence()
                 seq.record(op([tensor]))
-                seq.eval()
-                samples = []
-                for _ in range(args.repeats):
-                    t = time.perf_counter()
-                    seq.eval()
-                    samples.append(time.perf_counter() - t)
-                times[name] = statistics.median(samples)
+                times[name] = statistics.median(timeit(seq.eval, args.repeats, warmup=1))
                 seq.destroy()
             cells = ", ".join(f"{k} {1e3 * t:.3f} ms ({4 * n / t / 1e9:.1f} GB/s)" for k, t in times.items())
             print(f"{args.mib} MiB {cells}", flush=True)

@@ -16,7 +16,7 @@ from vk_adam._optim import host_imports  # noqa: E402
 from vk_adam._runtime import sharing  # noqa: E402
 from vk_adam._runtime.external import supported  # noqa: E402
 
-from ..conftest import random_grad, scale_error  # noqa: E402
+from ..conftest import adamw_f64, random_grad, scale_error  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not supported(), reason="kp without vk-adam's patch 0017 (stock kp)")
 
@@ -37,14 +37,6 @@ SHAPES = [(160, 130), (7,), (129, 257), (20_000,), (3, 5)]
 
 def _imports(opt: vk_adam.Optimizer) -> int:
     return len(opt._dev.traffic.imports)
-
-
-def _adamw_f64(p, g, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, wd=1e-2):
-    p *= 1 - lr * wd
-    m[:] = betas[0] * m + (1 - betas[0]) * g
-    v[:] = betas[1] * v + (1 - betas[1]) * g * g
-    denom = np.sqrt(v / (1 - betas[1] ** step)) + eps
-    p -= lr / (1 - betas[0] ** step) * m / denom
 
 
 def _run(params, grad_steps, monkeypatch=None, imports=True, **opts):
@@ -77,7 +69,7 @@ def test_imported_arrays_step_like_float64_and_torch(rng):
                 t.grad = torch.from_numpy(g.copy())
             topt.step()
             for r, g, m, v in zip(ref, step_grads, ms, vs, strict=True):
-                _adamw_f64(r, g.astype(np.float64), m, v, step)
+                adamw_f64(r, g.astype(np.float64), m, v, step)
         # the three large params, then (from the second step) the two large reused gradients
         assert _imports(opt) == 5
     for p, r, t in zip(params, ref, tparams, strict=True):

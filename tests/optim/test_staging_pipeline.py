@@ -22,7 +22,7 @@ from vk_adam._optim.staging_pipeline import (  # noqa: E402
     chunk_ranges,
 )
 
-from ..conftest import random_grad, scale_error  # noqa: E402
+from ..conftest import adamw_f64, random_grad, scale_error  # noqa: E402
 
 # 64 KiB chunks: every shape set below spans several, and chunk edges fall inside params
 CHUNK = 64 * 1024
@@ -47,14 +47,6 @@ def counted(monkeypatch):
     monkeypatch.setattr(host_memory, "upload_in_chunks", upload)
     monkeypatch.setattr(host_memory, "download_in_chunks", download)
     return calls
-
-
-def _adamw_f64(p, g, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, wd=1e-2):
-    p *= 1 - lr * wd
-    m[:] = betas[0] * m + (1 - betas[0]) * g
-    v[:] = betas[1] * v + (1 - betas[1]) * g * g
-    denom = np.sqrt(v / (1 - betas[1] ** step)) + eps
-    p -= lr / (1 - betas[0] ** step) * m / denom
 
 
 def _steps(monkeypatch, chunk, start, grad_steps, *, imports=False, wait=True, **opts):
@@ -122,7 +114,7 @@ def test_chunked_staging_steps_like_float64_and_torch(rng, monkeypatch, counted)
                 t.grad = torch.from_numpy(g.copy())
             topt.step()
             for r, g, m, v in zip(ref, grads, ms, vs, strict=True):
-                _adamw_f64(r, g.astype(np.float64), m, v, step)
+                adamw_f64(r, g.astype(np.float64), m, v, step)
     assert counted["up"] == 10 and counted["down"] == 5
     for p, r, t in zip(params, ref, tparams, strict=True):
         assert scale_error(p, r) < 2e-6
