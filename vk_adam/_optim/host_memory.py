@@ -162,15 +162,15 @@ class HostTraffic:
                     if not held:
                         gather(plan.staged_params, [s.host for s in plan.staged_params], params_in)
                     self.scatter.append((plan.staged_params, params_in))
-                if plan.whole[0]:  # (every param staged: gathered above, into staging_params)
+                if plan.whole[0]:  # no param imported: every one gathered above (plan.staged_params)
                     if not held:
                         upload.append(bset.param)
                     downloads.append(bset.param)
                 if grads is not None and plan.staged_grads:
-                    staged = [slots[i] for i in plan.staged_grads]
-                    if plan.whole[1]:
+                    if plan.whole[1]:  # no gradient imported
                         self._stage_in(bset.grad, grads_in, slots, grads, chunks, upload)
                     else:
+                        staged = [slots[i] for i in plan.staged_grads]
                         gather(staged, [grads[i] for i in plan.staged_grads], grads_in)
         if downloads:
             self.copy_out.append(self._download(downloads, groups))

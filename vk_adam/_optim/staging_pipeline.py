@@ -97,11 +97,11 @@ def _run(pool: ThreadPoolExecutor | None, jobs: list[Callable[[], None]]) -> lis
     return [pool.submit(job) for job in jobs]
 
 
-def _wait(futures: Sequence[Future[None]]) -> None:
-    """Wait for every one of ``futures``; then raise the first error among them."""
+def _wait(futures: Sequence[Future[None]], *, raise_error: bool = True) -> None:
+    """Wait for every one of ``futures``; then raise the first error among them (``raise_error``)."""
     errors = [f.exception() for f in futures]
     for error in errors:
-        if error is not None:
+        if error is not None and raise_error:
             raise error
 
 
@@ -140,16 +140,11 @@ def upload_in_chunks(
             submitted.append(rt.submit([copy_regions_op(tensor, tensor, region, source_staging=True)]))
     except BaseException:
         for futures in per_chunk:  # no thread still writes staging memory when this returns
-            _wait_quietly(futures)
+            _wait(futures, raise_error=False)
         for pending in submitted:
             pending.wait()
         raise
     return submitted
-
-
-def _wait_quietly(futures: Sequence[Future[None]]) -> None:
-    for future in futures:
-        future.exception()
 
 
 def download_in_chunks(
@@ -189,8 +184,8 @@ def download_in_chunks(
         for (start, end), pending in zip(ranges, submitted, strict=True):
             pending.wait()
             futures += _run(pool, [scatter_task(a, b) for a, b in _tasks(start, end, size)])
-        _wait(futures)
-    finally:
-        _wait_quietly(futures)  # after an error too: no thread still copies, no sequence is in flight
+    finally:  # after an error too: no thread still copies, no sequence is in flight
         for pending in submitted:
             pending.wait()
+        _wait(futures, raise_error=False)
+    _wait(futures)
