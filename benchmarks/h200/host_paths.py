@@ -8,8 +8,10 @@
   1, 4, 8 and 16 threads (NumPy releases the GIL while it copies);
 - ``copies_ms``: one host -> device copy, one device -> host copy, both in one command buffer
   with no barrier between (do they overlap?), and both with a barrier between;
-- ``steps_ms``: ``AdamW.step([g])`` on one fp32 param, default and ``device_params=True``,
-  gradients reused and fresh, with ``profile=True``'s GPU span beside the wall time.
+- ``steps_ms``: ``AdamW.step([g])`` on one fp32 param, default (the update binds the param's
+  import), ``copies`` (region copies in and out around the update instead) and
+  ``device_params=True``, gradients reused and fresh, with ``profile=True``'s GPU span beside the
+  wall time.
 
 Writes ``host_paths.json``. Runs on lavapipe too (small sizes) so the script itself is checked.
 """
@@ -120,11 +122,13 @@ def pieces(n: int, repeats: int) -> dict:
 def steps(n: int, repeats: int) -> dict:
     out: dict = {}
     rng = np.random.default_rng(0)
-    for device_params in (False, True):
+    for mode in ("default", "copies", "device_params"):
         for arrays in ("reused", "fresh"):
             p = rng.standard_normal(n, dtype=np.float32)
             g = rng.standard_normal(n, dtype=np.float32)
-            with vk_adam.AdamW([p], lr=1e-3, profile=True, device_params=device_params) as opt:
+            with vk_adam.AdamW([p], lr=1e-3, profile=True, device_params=mode == "device_params") as opt:
+                if mode == "copies":  # region copies around the update, not the bound import
+                    opt._dev.traffic.stop_direct()
                 wall, gpu = [], []
                 for i in range(repeats + 3):
                     if arrays == "fresh":
@@ -135,7 +139,7 @@ def steps(n: int, repeats: int) -> dict:
                     if i >= 3:
                         wall.append(time.perf_counter() - t)
                         gpu.append(opt.last_gpu_seconds or 0.0)
-                key = f"{'device_params' if device_params else 'default'} {arrays}"
+                key = f"{mode} {arrays}"
                 out[key] = {"wall": median_ms(wall), "gpu": median_ms(gpu)}
     return out
 
