@@ -192,9 +192,9 @@ def main() -> None:
         try:
             entry["one queue"] = one_queue(kp, kits[0], args.repeats)
             if used == 2:
-                up, down = kits[0].sequence("up"), kits[1].sequence("down")
+                pair = (kits[0].sequence("up"), kits[1].sequence("down"))
                 entry["up on queue 0, down on queue 1"] = cell(
-                    timeit(lambda: at_once(up, down), args.repeats, warmup=1), kits[0].nbytes
+                    timeit(lambda pair=pair: at_once(*pair), args.repeats, warmup=1), kits[0].nbytes
                 )
         finally:
             for kit in kits:
@@ -211,9 +211,10 @@ def main() -> None:
         kits = [QueueKit(kp, mgr, i, n) for i in range(2)]
         try:
             for a, b in ((0, 1), (1, 0)):
-                up, down = kits[a].sequence("up"), kits[b].sequence("down")
+                pair = (kits[a].sequence("up"), kits[b].sequence("down"))
                 key = f"up on family {(compute, other)[a]}, down on family {(compute, other)[b]}"
-                result["pairs"][key] = cell(timeit(lambda: at_once(up, down), args.repeats, warmup=1), kits[0].nbytes)
+                seconds = timeit(lambda pair=pair: at_once(*pair), args.repeats, warmup=1)
+                result["pairs"][key] = cell(seconds, kits[0].nbytes)
                 print(key, result["pairs"][key], flush=True)
         finally:
             for kit in kits:
