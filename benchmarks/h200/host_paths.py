@@ -132,7 +132,8 @@ def steps(n: int, repeats: int) -> dict:
             for profile in (False, True):
                 p = rng.standard_normal(n, dtype=np.float32)
                 g = rng.standard_normal(n, dtype=np.float32)
-                with vk_adam.AdamW([p], lr=1e-3, profile=profile, device_params=mode == "device_params") as opt:
+                held = mode == "device_params"
+                with vk_adam.AdamW([p], lr=1e-3, profile=profile, device_params=held) as opt:
                     if mode == "copies":  # region copies around the update, not the bound import
                         opt._dev.traffic.stop_direct()
                     pipelined = opt._dev.pipeline is not None and not profile
