@@ -18,7 +18,6 @@ from .._errors import DeviceCapabilityError, ShaderMissingError
 from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
 from .._runtime import Runtime, device_of, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
-from .host_pipeline import host_set_chunks
 from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_sets
 from .storage import (
     GroupFormat,
@@ -168,8 +167,7 @@ class GroupBuilder:
                     self._next_index(),
                     form,
                     window=set_windows[k],
-                    # a NumPy set the pipelined step can cut is updated in its chunks
-                    chunks=host_set_chunks(self.rt, total) or self._chunks(total),
+                    chunks=self._chunks(total),
                 )
                 bset.master = master
                 self._new_state(variant, bset)

@@ -27,7 +27,6 @@ from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .host_imports import HostImports
 from .host_memory import HostTraffic
-from .host_pipeline import HostPipeline, Unit, host_set_chunks, units
 from .layout import scatter
 from .storage import Storage, rng_key
 from .variants import PARAM_OUT_SPEC_ID, LoopShape, loop_shape
@@ -125,15 +124,6 @@ class DeviceGroups:
             and self.builder.has_formats(g.variant)
             and PARAM_OUT_SPEC_ID in self.builder.spec_ids(str(g.variant.spirv))
         }
-        #: The pipelined synchronous step of NumPy sets cut into chunks (``host_pipeline``), where
-        #: every set is one.
-        self.pipeline = (
-            HostPipeline(rt)
-            if all(len(b.chunks) >= 2 for b in self._sets)
-            and all(g.host_mode for g in self.groups)
-            and any(host_set_chunks(rt, b.n) for b in self._sets)
-            else None
-        )
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         rt.run([rt.upload_op(rt.buffers)])
 
@@ -289,34 +279,6 @@ class DeviceGroups:
         ops.append(after)
         ops += self.traffic.copy_out
         return ops, first, last
-
-    def pipelined_parts(
-        self, upload: Sequence[Any], pushes: Sequence[Sequence[Array]]
-    ) -> tuple[list[Any], list[tuple[Unit, Any, Any]], list[Any]] | None:
-        """This synchronous step as the pipeline's opening ops, chunks and closing ops
-        (``host_pipeline``), or None where it is one submission (:meth:`step_ops`): some set
-        takes another path this step, or a pass over the gradients comes first."""
-        traffic = self.traffic
-        if self.pipeline is None or self.clipper is not None or self.skip_nonfinite:
-            return None
-        if not traffic.all_planned or len(traffic.planned) != len(self._sets):
-            return None
-        if any(p.param is not None or p.grad is not None or not p.imports_out for _, p in traffic.planned):
-            return None
-        before, after = self._barriers()
-        prelude = [before, *([self.rt.upload_op(upload)] if upload else [])]
-        postlude = [after, *traffic.download_ops]
-        set_pushes = {id(b): p for b, p in zip(self._sets, pushes, strict=True)}
-        itemsize = {id(b): fmt.NUMPY_DTYPES[g.param_dtype].itemsize for g in self.groups for b in g.sets}
-        chunks: list[tuple[Unit, Any, Any]] = []
-        for bset, plan in traffic.planned:
-            prelude += plan.other_in
-            postlude += plan.other_out
-            barrier = self.rt.barrier_op([bset.param])
-            for unit in units(plan, bset, itemsize[id(bset)]):
-                push = set_pushes[id(bset)][unit.chunk]
-                chunks.append((unit, self.rt.dispatch_op(bset.update_algos[unit.chunk], push), barrier))
-        return prelude, chunks, postlude
 
     def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> list[Array]:
         if not bset.pushes:  # made once; each chunk's n (and a zero rng key) never change

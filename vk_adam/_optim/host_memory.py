@@ -78,14 +78,6 @@ class _GroupPlan:
     param: Any = None  # an imported param the update shader binds itself (with its size)
     n: int = 0
     grad: Any = None  # an imported gradient the update shader reads itself
-    #: the copies between imports and the set's buffers, as (source, destination, region), for
-    #: the pipelined step (``host_pipeline``), which cuts them by chunk; and the rest of
-    #: copy_in / copy_out (staging memory's regions), which it keeps on the update's queue
-    imports_in: list[tuple[Any, Any, tuple[int, int, int]]] = field(default_factory=list)
-    imports_out: list[tuple[Any, Any, tuple[int, int, int]]] = field(default_factory=list)
-    other_in: list[Any] = field(default_factory=list)
-    other_out: list[Any] = field(default_factory=list)
-    units: Any = None  # the pipelined step's per-chunk copy ops, made once (``host_pipeline``)
 
 
 @dataclass
@@ -121,20 +113,13 @@ class HostTraffic:
     uploading: list[Pending] = field(default_factory=list)
     #: after the wait: (param tensor, its staging memory, slots, chunks) downloaded in chunks
     chunked_out: list[tuple[Any, Any, list[ParamSlot], list[tuple[int, int]]]] = field(default_factory=list)
-    #: this step's buffer sets that copy through imports, with their plans (in dispatch order),
-    #: and whether every NumPy set does (what the pipelined step needs, ``host_pipeline``)
-    planned: list[tuple[Any, _GroupPlan]] = field(default_factory=list)
-    all_planned: bool = False
-    #: the whole-buffer downloads of this step's copy_out (staging path), kept apart for the
-    #: pipelined step's closing submission
-    download_ops: list[Any] = field(default_factory=list)
 
     def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
         """Write what goes through staging memory for every NumPy group, set this step's copy
         ops; return the buffers to upload whole. ``direct``: a synchronous step (imports)."""
         self.copy_in, self.copy_out, self.scatter, self.bound = [], [], [], {}
         self.settle()
-        self.chunked_out, self.planned, self.all_planned, self.download_ops = [], [], True, []
+        self.chunked_out = []
         upload: list[Any] = []
         downloads: list[Any] = []
         held, self.reload = self.held and not self.reload, False
@@ -158,7 +143,6 @@ class HostTraffic:
                 # a synchronous step copies large staged buffers in chunks (staging_pipeline)
                 chunks = chunk_ranges(slots, params_in.itemsize) if direct else None
                 if plan is None:  # the staging path: every param and gradient through NumPy copies
-                    self.all_planned = False
                     if not held:
                         self._stage_in(bset.param, params_in, slots, [s.host for s in slots], chunks, upload)
                     if grads is not None:
@@ -167,7 +151,6 @@ class HostTraffic:
                     continue
                 self.copy_in += plan.copy_in
                 self.copy_out += plan.copy_out
-                self.planned.append((bset, plan))
                 if plan.param is not None or plan.grad is not None:
                     self.bound[gi, k] = (
                         plan.param if plan.param is not None else bset.param,
@@ -190,8 +173,7 @@ class HostTraffic:
                         staged = [slots[i] for i in plan.staged_grads]
                         gather(staged, [grads[i] for i in plan.staged_grads], grads_in)
         if downloads:
-            self.download_ops = [self._download(downloads, groups)]
-            self.copy_out += self.download_ops
+            self.copy_out.append(self._download(downloads, groups))
         return upload
 
     def _stage_in(
@@ -290,19 +272,18 @@ class HostTraffic:
                 plan.param, plan.n = entry.tensor, slot.size
                 plan.copy_out.append(host_read_barrier_op([entry.tensor], after_shader=True))
                 continue
-            out = (span[0], entry.offset, span[1])
-            plan.copy_out.append(copy_regions_op(param, entry.tensor, [out]))
-            plan.imports_out.append((param, entry.tensor, out))
+            if held:
+                plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
+                host_visible.append(entry.tensor)
+                continue
+            plan.copy_in.append(copy_regions_op(entry.tensor, param, [(entry.offset, span[0], span[1])]))
+            plan.copy_out.append(copy_regions_op(param, entry.tensor, [(span[0], entry.offset, span[1])]))
             host_visible.append(entry.tensor)
-            if not held:
-                into = (entry.offset, span[0], span[1])
-                plan.copy_in.append(copy_regions_op(entry.tensor, param, [into]))
-                plan.imports_in.append((entry.tensor, param, into))
         if staged_in and not plan.whole[0]:
             if not held:
-                plan.other_in.append(copy_regions_op(param, param, staged_in, source_staging=True))
-            plan.other_out.append(copy_regions_op(param, param, staged_in, destination_staging=True))
-            plan.other_out.append(host_read_barrier_op([param], staging=True))
+                plan.copy_in.append(copy_regions_op(param, param, staged_in, source_staging=True))
+            plan.copy_out.append(copy_regions_op(param, param, staged_in, destination_staging=True))
+            plan.copy_out.append(host_read_barrier_op([param], staging=True))
         if host_visible:
             plan.copy_out.append(host_read_barrier_op(host_visible))
         staged_grads: list[tuple[int, int, int]] = []
@@ -314,14 +295,9 @@ class HostTraffic:
             elif bind_grads and entry.bound and plan.param is not None:  # the update reads it
                 plan.grad = entry.tensor
             else:
-                into = (entry.offset, span[0], span[1])
-                plan.copy_in.append(copy_regions_op(entry.tensor, grad, [into]))
-                plan.imports_in.append((entry.tensor, grad, into))
+                plan.copy_in.append(copy_regions_op(entry.tensor, grad, [(entry.offset, span[0], span[1])]))
         if staged_grads and not plan.whole[1]:
-            plan.other_in.append(copy_regions_op(grad, grad, staged_grads, source_staging=True))
-        # the regular step: import copies and staging regions in one list each way
-        plan.copy_in += plan.other_in
-        plan.copy_out[:0] = plan.other_out
+            plan.copy_in.append(copy_regions_op(grad, grad, staged_grads, source_staging=True))
         self._plans[key] = plan
         return plan
 

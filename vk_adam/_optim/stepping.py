@@ -249,17 +249,9 @@ class Stepper:
 
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
-        pushes = self._dev.pushes()
-        upload = self._dev.stage_inputs(prepared, direct=True) + self._dev.stage_status()
-        # NumPy sets in chunks: copies and updates on several queues (not with timestamps)
-        parts = None if self.profile else self._dev.pipelined_parts(upload, pushes)
+        ops, first, last = self._ops(prepared, status=True)
         eval_start = time.perf_counter()
-        ticks = None
-        if parts is not None and self._dev.pipeline is not None:
-            self._dev.pipeline.run(*parts)
-        else:
-            ops, first, last = self._dev.step_ops(upload, pushes)
-            ticks = self._rt.run(ops, timestamps=self.profile)
+        ticks = self._rt.run(ops, timestamps=self.profile)
         eval_seconds = time.perf_counter() - eval_start
         if ticks is not None:
             # One timestamp before the first op and one after each op.

@@ -16,9 +16,6 @@ from ._kp import kp_module
 #: Environment variable that overrides the device choice: an index or a name substring.
 DEVICE_ENV = "VK_ADAM_DEVICE"
 
-#: VK_QUEUE_COMPUTE_BIT
-_QUEUE_COMPUTE = 2
-
 # Software rasterisers: usable, but only chosen when no hardware GPU exists.
 _SOFTWARE_DEVICE = re.compile(r"llvmpipe|lavapipe|swiftshader|softpipe", re.IGNORECASE)
 _INSTALL_HINT = (
@@ -55,20 +52,6 @@ class DeviceInfo:
     external_memory: tuple[str, ...] = ()
     #: ``minImportedHostPointerAlignment`` in bytes where "host import" is listed, else 0.
     host_import_alignment: int = 0
-    #: Each queue family's (VkQueueFlags, queueCount), by family index, as a kp with vk-adam's
-    #: patch 0023 reports them; () when the kp build cannot tell.
-    queue_families: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def compute_queues(self) -> int:
-        """Queues in the family kp opens (the first with compute): 0 when not reported."""
-        family = next((f for f in self.queue_families if f[0] & _QUEUE_COMPUTE), None)
-        return family[1] if family is not None else 0
-
-    @property
-    def compute_family(self) -> int:
-        """The index of the family kp opens (the first with compute; 0 when not reported)."""
-        return next((i for i, f in enumerate(self.queue_families) if f[0] & _QUEUE_COMPUTE), 0)
 
     @property
     def is_software(self) -> bool:
@@ -86,11 +69,6 @@ def subgroup_fields(props: Any) -> dict[str, Any]:
         "subgroup_operations": int(props.get("subgroup_supported_operations", 0)),
         "max_workgroup_size": min(int(props.get("max_work_group_invocations", 256)), int(sizes[0])),
     }
-
-
-def queue_families(props: Any) -> tuple[tuple[int, int], ...]:
-    """(VkQueueFlags, queueCount) of each queue family in a patched kp's properties dict."""
-    return tuple((int(f["flags"]), int(f["count"])) for f in props.get("queue_families", ()))
 
 
 def application_device(props: Any) -> DeviceInfo:
@@ -167,9 +145,6 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                 max_workgroup_count=int(props["max_work_group_count"][0]),
                 timestamps_supported=bool(props.get("timestamps_supported", False)),
                 **subgroup_fields(props),
-                queue_families=tuple(
-                    (int(f["flags"]), int(f["count"])) for f in props.get("queue_families", ())
-                ),
             )
         )
     return tuple(devices)

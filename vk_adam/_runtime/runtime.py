@@ -122,14 +122,6 @@ class Runtime(Closable):
             DeviceOnly(self.manager, self.kp) if "storage copies" in self.features.patches else None
         )
         self._pipelines: list[Any] = []
-        #: Queues of the device's compute family this runtime may submit to (:meth:`submit_on`):
-        #: the shared device's (``VK_ADAM_COPY_QUEUES``), one on an application's manager.
-        self.queues = self._shared.queues if self._shared is not None else 1
-        #: Whether :meth:`submit_on` and :meth:`timeline` work (timeline semaphores in kp and device).
-        self.has_timelines = "timeline semaphores" in self.features.patches and bool(
-            self.manager.has_timeline_semaphores()
-        )
-        self._timelines: list[Any] = []
         self._sequences = Sequences(self.manager, self._shared)  # run(), submit() and close() use it
         self._own_sequences: list[Any] = []  # sequence()'s
         self._caches: list[RecordedByKey] = []  # recorded_by_key()'s
@@ -350,26 +342,6 @@ class Runtime(Closable):
         self._check_open()
         return self._sequences.submit(ops, one_submission=self.features.async_submit)
 
-    def submit_on(
-        self, queue: int, ops: Sequence[Any], *, wait: Sequence[Any] = (), signal: Sequence[Any] = ()
-    ) -> Pending:
-        """Submit ``ops`` to queue ``queue`` (of :attr:`queues`) without waiting, once every
-        (timeline, value) of ``wait`` is reached; each (timeline, value) of ``signal`` is set when
-        they are done. Work on different queues is ordered only by those semaphores (their signal
-        and wait make the writes before one visible to the accesses after the other)."""
-        self._check_open()
-        if not 0 <= queue < self.queues:
-            raise ValueError(f"queue {queue} of {self.queues}")
-        return self._sequences.submit_on(queue, ops, wait, signal)
-
-    def timeline(self) -> Any:
-        """A timeline semaphore at value 0 on this device (:attr:`has_timelines`), destroyed by
-        :meth:`close`."""
-        self._check_open()
-        semaphore = self.manager.timeline_semaphore(0)
-        self._timelines.append(semaphore)
-        return semaphore
-
     def record(self, sequence: Any, ops: Sequence[Any]) -> None:
         """Record ``ops`` into the application's own kp.Sequence (not submitted)."""
         self._check_open()
@@ -437,10 +409,7 @@ class Runtime(Closable):
                 algo.destroy()
             for tensor in self._buffers:
                 tensor.destroy()
-            for semaphore in self._timelines:
-                semaphore.destroy()
         self._pipelines, self._buffers, self._own_sequences, self._caches = [], [], [], []
-        self._timelines = []
         self._bridge_op = None
         self.manager = None
         if shared is not None:

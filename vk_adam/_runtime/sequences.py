@@ -82,7 +82,7 @@ class Pending:
         for seq in self._sequences:
             seq.eval_await()
             if self._pool is not None:
-                self._pool.release(seq)
+                self._pool.free.append(seq)
         self._sequences = []
 
 
@@ -105,12 +105,8 @@ class Sequences:
         self._manager = manager
         self._shared = shared
         self.made: list[Any] = []
-        #: Sequences of finished submissions, for the next submission (queue 0's).
+        #: Sequences of finished submissions, for the next submission.
         self.free: list[Any] = []
-        #: The other queues' idle sequences, by queue index (``submit_on``); a kp sequence
-        #: submits to the queue it was made on.
-        self.free_on: dict[int, list[Any]] = {}
-        self._queue_of: dict[int, int] = {}  # id of a sequence of another queue -> its queue
         #: ids of the sequences made with timestamp queries (never given back to the device).
         self.timed: set[int] = set()
         # run()'s sequences: one without timestamp queries, one with (made when first asked
@@ -150,32 +146,6 @@ class Sequences:
             sequences.append(seq)
         return Pending(self, sequences)
 
-    def submit_on(
-        self, queue: int, ops: Sequence[Any], wait: Sequence[Any], signal: Sequence[Any]
-    ) -> Pending:
-        """Submit ``ops`` to queue ``queue`` without waiting, once every (timeline semaphore,
-        value) of ``wait`` is reached; each of ``signal`` is set when they are done (a patched
-        kp with timeline semaphores)."""
-        if not ops:  # a sequence with nothing recorded holds no command buffer to submit
-            raise ValueError("submit_on() needs at least one op")
-        idle = self.free if queue == 0 else self.free_on.setdefault(queue, [])
-        if idle:
-            seq = idle.pop()
-        elif queue == 0:
-            seq = self._new()
-        else:
-            seq = self._manager.sequence(queue)
-            self.made.append(seq)
-            self._queue_of[id(seq)] = queue
-        seq = rerecord(self._manager, seq, ops)
-        seq.eval_async_with(wait=list(wait), signal=list(signal))
-        return Pending(self, [seq])
-
-    def release(self, seq: Any) -> None:
-        """A finished submission's sequence, back to its queue's idle list."""
-        queue = self._queue_of.get(id(seq), 0)
-        (self.free if queue == 0 else self.free_on.setdefault(queue, [])).append(seq)
-
     def _new(self, timestamps: int = 0) -> Any:
         seq = None
         if timestamps == 0 and self._shared is not None:
@@ -199,13 +169,10 @@ class Sequences:
         shared, self._shared = self._shared, None
         if destroy:
             for seq in self.made:
-                reusable = (
-                    id(seq) not in self.timed and id(seq) not in self._queue_of and not seq.is_running()
-                )
+                reusable = id(seq) not in self.timed and not seq.is_running()
                 if not (shared is not None and reusable and _shared.give_sequence(shared, seq)):
                     seq.destroy()
         self.made, self.free, self.timed = [], [], set()
-        self.free_on, self._queue_of = {}, {}
         self.run_sequence = self.timed_run_sequence = None
         self._manager = None
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import NoVulkanDeviceError
-from .._inputs import env_int
 from ._kp import kp_module
 from .devices import DeviceInfo, select_device
 
@@ -44,10 +43,6 @@ LINGER_ENV = "VK_ADAM_DEVICE_LINGER"
 _DEFAULT_LINGER_S = 5.0
 #: Idle kp sequences a shared device keeps for its next users.
 SPARE_SEQUENCES = 32
-#: Queues opened beside the first one in its family, for copies that overlap the updates (the
-#: pipelined NumPy step, ``_optim/host_pipeline.py``): 0, 1 or 2 (default), fewer where the
-#: family has fewer.
-COPY_QUEUES_ENV = "VK_ADAM_COPY_QUEUES"
 
 
 @dataclass(eq=False)
@@ -56,8 +51,6 @@ class SharedDevice:
 
     info: DeviceInfo
     manager: Any
-    #: queues the manager opened in its compute family (``manager.sequence(queue_index)``)
-    queues: int = 1
     users: int = 0
     #: Objects that free their Vulkan objects at exit if their owner never closed them.
     closers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
@@ -84,23 +77,9 @@ def _linger_seconds() -> float:
     return value
 
 
-def copy_queues() -> int:
-    """``$VK_ADAM_COPY_QUEUES``: extra queues to open (see :data:`COPY_QUEUES_ENV`)."""
-    return env_int(COPY_QUEUES_ENV, 2, (0, 1, 2))
-
-
-def queue_count(info: DeviceInfo) -> int:
-    """Queues to open in the device's compute family: one, plus the copy queues it has room for
-    (one where the kp build does not report its queue families)."""
-    return max(1, min(1 + copy_queues(), info.compute_queues))
-
-
 def _open(info: DeviceInfo) -> Any:
-    queues = queue_count(info)
     try:
-        if queues == 1:
-            return kp_module().Manager(info.index)
-        return kp_module().Manager(info.index, [info.compute_family] * queues)
+        return kp_module().Manager(info.index)
     except Exception as exc:  # kp raises RuntimeError with the Vulkan result
         raise NoVulkanDeviceError(
             f"could not open Vulkan device {info.index} ({info.name!r}): {exc}. Other processes "
@@ -111,13 +90,12 @@ def _open(info: DeviceInfo) -> Any:
 def acquire(device: int | str | None = None) -> SharedDevice:
     """A reference on the shared device for ``device`` (see :func:`select_device`), opened on
     first use. Pair every call with :func:`release`."""
-    _linger_seconds()  # bad settings are refused here, before anything changes
-    copy_queues()
+    _linger_seconds()  # a bad setting is refused here, before anything changes
     info = select_device(device)
     with _LOCK:
         shared = _DEVICES.get(info.index)
         if shared is None:
-            shared = SharedDevice(info, _open(info), queue_count(info))
+            shared = SharedDevice(info, _open(info))
             _DEVICES[info.index] = shared
         if shared._timer is not None:
             shared._timer.cancel()
