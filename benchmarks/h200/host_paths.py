@@ -10,9 +10,8 @@
   with no barrier between (do they overlap?), and both with a barrier between;
 - ``steps_ms``: ``AdamW.step([g])`` on one fp32 param, default (the update binds the param's
   import), ``copies`` (region copies in and out around the update instead) and
-  ``device_params=True``, gradients reused and fresh: the wall time, whether the step was
-  pipelined (``_optim/host_pipeline``), and in a second run with ``profile=True`` (one
-  submission) the wall time and GPU span.
+  ``device_params=True``, gradients reused and fresh, with ``profile=True``'s GPU span beside the
+  wall time.
 
 Writes ``host_paths.json``. Runs on lavapipe too (small sizes) so the script itself is checked.
 """
@@ -121,36 +120,27 @@ def pieces(n: int, repeats: int) -> dict:
 
 
 def steps(n: int, repeats: int) -> dict:
-    """Each mode's wall time per step (no timestamps: a pipelined step is not one submission to
-    time), and in a second optimizer with ``profile=True`` the one-submission step's GPU span."""
     out: dict = {}
     rng = np.random.default_rng(0)
     for mode in ("default", "copies", "device_params"):
         for arrays in ("reused", "fresh"):
-            key = f"{mode} {arrays}"
-            out[key] = {}
-            for profile in (False, True):
-                p = rng.standard_normal(n, dtype=np.float32)
-                g = rng.standard_normal(n, dtype=np.float32)
-                held = mode == "device_params"
-                with vk_adam.AdamW([p], lr=1e-3, profile=profile, device_params=held) as opt:
-                    if mode == "copies":  # region copies around the update, not the bound import
-                        opt._dev.traffic.stop_direct()
-                    pipelined = opt._dev.pipeline is not None and not profile
-                    wall, gpu = [], []
-                    for i in range(repeats + 3):
-                        if arrays == "fresh":
-                            g = np.empty(n, np.float32)
-                            g.fill(0.5)
-                        t = time.perf_counter()
-                        opt.step([g])
-                        if i >= 3:
-                            wall.append(time.perf_counter() - t)
-                            gpu.append(opt.last_gpu_seconds or 0.0)
-                if profile:
-                    out[key].update(wall_profiled=median_ms(wall), gpu=median_ms(gpu))
-                else:
-                    out[key].update(wall=median_ms(wall), pipelined=pipelined)
+            p = rng.standard_normal(n, dtype=np.float32)
+            g = rng.standard_normal(n, dtype=np.float32)
+            with vk_adam.AdamW([p], lr=1e-3, profile=True, device_params=mode == "device_params") as opt:
+                if mode == "copies":  # region copies around the update, not the bound import
+                    opt._dev.traffic.stop_direct()
+                wall, gpu = [], []
+                for i in range(repeats + 3):
+                    if arrays == "fresh":
+                        g = np.empty(n, np.float32)
+                        g.fill(0.5)
+                    t = time.perf_counter()
+                    opt.step([g])
+                    if i >= 3:
+                        wall.append(time.perf_counter() - t)
+                        gpu.append(opt.last_gpu_seconds or 0.0)
+                key = f"{mode} {arrays}"
+                out[key] = {"wall": median_ms(wall), "gpu": median_ms(gpu)}
     return out
 
 
