@@ -12,9 +12,11 @@ queues of that family and, per queue, times (median ms, GB/s):
   (``VK_EXT_external_memory_host``, the path of vk-adam's NumPy params) and a device buffer;
 - ``import up+down``: both in one submission, no barrier between (do the directions overlap?).
 
-Then pairs of queues at once (``pairs``): an upload on one queue and a download on another,
-submitted together and both waited for: two queues of one family, and across families (the
-compute family and a transfer-only one). Every buffer and import is used on one queue family
+Then queues at once: an upload on one queue and a download on another, submitted together and
+both waited for (two queues of one family, and across families in ``pairs``: the compute family
+and a transfer-only one), and two or four queues of one family each uploading (or downloading)
+an array of its own at once, timed for all of their bytes (can several queues together move
+more than one?). Every buffer and import is used on one queue family
 only, so no ownership transfers are needed. Writes ``upload_queues.json`` with ``--out``.
 """
 
@@ -145,11 +147,12 @@ def cell(seconds: list[float], nbytes: int) -> dict[str, float]:
     return {"ms": round(1e3 * t, 4), "GBps": round(nbytes / t / 1e9, 2)}
 
 
-def at_once(first: Any, second: Any) -> None:
-    first.eval_async()
-    second.eval_async()
-    first.eval_await()
-    second.eval_await()
+def at_once(sequences: list[Any]) -> None:
+    """Submit every sequence, then wait for each."""
+    for seq in sequences:
+        seq.eval_async()
+    for seq in sequences:
+        seq.eval_await()
 
 
 def one_queue(kp: Any, kit: QueueKit, repeats: int) -> dict[str, Any]:
@@ -186,16 +189,22 @@ def main() -> None:
         if not flags & 7:  # transfer is implied by graphics or compute
             print(f"family {family}: flags {flags:#x}, no transfer", flush=True)
             continue
-        used = min(2, queues)
+        used = min(4, queues)
         mgr = kp.Manager(0, [family] * used)
         kits = [QueueKit(kp, mgr, i, n) for i in range(used)]
         try:
             entry["one queue"] = one_queue(kp, kits[0], args.repeats)
-            if used == 2:
-                pair = (kits[0].sequence("up"), kits[1].sequence("down"))
+            if used >= 2:
+                pair = [kits[0].sequence("up"), kits[1].sequence("down")]
                 entry["up on queue 0, down on queue 1"] = cell(
-                    timeit(lambda pair=pair: at_once(*pair), args.repeats, warmup=1), kits[0].nbytes
+                    timeit(lambda pair=pair: at_once(pair), args.repeats, warmup=1), kits[0].nbytes
                 )
+            for k in sorted({2, used}) if used >= 2 else []:  # an array each, at once: GB/s of all
+                for name in ("up", "down"):
+                    group = [kit.sequence(name) for kit in kits[:k]]
+                    entry[f"{name} on {k} queues at once"] = cell(
+                        timeit(lambda group=group: at_once(group), args.repeats, warmup=1), k * kits[0].nbytes
+                    )
         finally:
             for kit in kits:
                 kit.destroy()
@@ -211,9 +220,9 @@ def main() -> None:
         kits = [QueueKit(kp, mgr, i, n) for i in range(2)]
         try:
             for a, b in ((0, 1), (1, 0)):
-                pair = (kits[a].sequence("up"), kits[b].sequence("down"))
+                pair = [kits[a].sequence("up"), kits[b].sequence("down")]
                 key = f"up on family {(compute, other)[a]}, down on family {(compute, other)[b]}"
-                seconds = timeit(lambda pair=pair: at_once(*pair), args.repeats, warmup=1)
+                seconds = timeit(lambda pair=pair: at_once(pair), args.repeats, warmup=1)
                 result["pairs"][key] = cell(seconds, kits[0].nbytes)
                 print(key, result["pairs"][key], flush=True)
         finally:
