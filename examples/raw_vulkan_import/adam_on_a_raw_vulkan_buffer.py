@@ -95,16 +95,20 @@ class RawVulkanApp:
             for i, f in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical))
             if f.queueFlags & vk.VK_QUEUE_TRANSFER_BIT or f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT
         )
+        # The `vulkan` package keeps the arrays a struct points to alive only while that struct's
+        # Python object lives. Built inside the list below, it would be freed as soon as
+        # VkDeviceCreateInfo is built, before vkCreateDevice reads its queue priority: keep it in
+        # a name until the call returns.
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         self.device = vk.vkCreateDevice(
             self.physical,
             vk.VkDeviceCreateInfo(
-                pQueueCreateInfos=[
-                    vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, pQueuePriorities=[1.0])
-                ],
+                pQueueCreateInfos=[queue_info],
                 ppEnabledExtensionNames=["VK_KHR_external_memory_fd"],
             ),
             None,
         )
+        del queue_info
         self.queue = vk.vkGetDeviceQueue(self.device, family, 0)
         self.pool = vk.vkCreateCommandPool(
             self.device,
