@@ -14,14 +14,25 @@ layout(constant_id = 1) const float MAXIMIZE = 0.0;
 layout(constant_id = 2) const float DECOUPLED_WEIGHT_DECAY = 0.0;
 
 // Per-step values (host, float64, then float32):
-#define STEP_SIZE HYPER(0)              // lr / (1 - beta1^t)
-#define BIAS_CORRECTION2_SQRT HYPER(1)  // sqrt(1 - beta2^t)
-#define ONE_MINUS_BETA1 HYPER(2)        // 1 - beta1 (rounded once, from float64)
+//   push constants (capturable_constants() for captured steps, where noted)
+//   0 lr / (1 - beta1^t)       captured: ln(beta1)
+//   1 sqrt(1 - beta2^t)        captured: ln(beta2)
+//   2 1 - beta1 (rounded once, from float64)
+//   3 beta2
+//   4 1 - beta2
+//   5 eps
+//   6 the coupled (L2) weight decay; 0 when decoupled
+//   7 lr * weight_decay when decoupled, else 0    captured: weight_decay when decoupled, else 0
+// A captured step computes its bias corrections from the device's clock (vk_adam_rule.glsl)
+// with the lr of this step, in float32, as torch's capturable=True does on its device.
+#define STEP_SIZE (VK_ADAM_CAPTURABLE != 0u ? vk_adam_lr() / vk_adam_one_minus_pow(HYPER(0), vk_adam_step()) : HYPER(0))
+#define BIAS_CORRECTION2_SQRT (VK_ADAM_CAPTURABLE != 0u ? sqrt(vk_adam_one_minus_pow(HYPER(1), vk_adam_step())) : HYPER(1))
+#define ONE_MINUS_BETA1 HYPER(2)
 #define BETA2 HYPER(3)
-#define ONE_MINUS_BETA2 HYPER(4)        // 1 - beta2
+#define ONE_MINUS_BETA2 HYPER(4)
 #define EPS HYPER(5)
-#define WEIGHT_DECAY HYPER(6)           // coupled (L2) coefficient; 0 when decoupled
-#define DECOUPLED_DECAY HYPER(7)        // lr * weight_decay when decoupled, else 0
+#define WEIGHT_DECAY HYPER(6)
+#define DECOUPLED_DECAY (VK_ADAM_CAPTURABLE != 0u ? vk_adam_lr() * HYPER(7) : HYPER(7))
 
 void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
     if (MAXIMIZE != 0.0) {

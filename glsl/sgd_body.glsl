@@ -16,11 +16,14 @@
 layout(constant_id = 1) const float MAXIMIZE = 0.0;
 layout(constant_id = 2) const float NESTEROV = 0.0;
 
-#define LR HYPER(0)
+// Push constants; a captured step takes the lr and the step from the device's clock instead
+// (vk_adam_rule.glsl), and its capturable_constants() leave 0 and 4 at zero.
+#define LR (VK_ADAM_CAPTURABLE != 0u ? vk_adam_lr() : HYPER(0))
 #define WEIGHT_DECAY HYPER(1)
 #define MOMENTUM_COEF HYPER(2)
 #define ONE_MINUS_DAMPENING HYPER(3)
-#define FIRST_STEP HYPER(4)  // 1.0 on the step that creates the momentum buffer, else 0.0
+// 1.0 on the step that creates the momentum buffer (the first), else 0.0
+#define FIRST_STEP (VK_ADAM_CAPTURABLE != 0u ? (vk_adam_step() == 1u ? 1.0 : 0.0) : HYPER(4))
 
 void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
     if (MAXIMIZE != 0.0) {

@@ -227,11 +227,15 @@ def _mix32_scalar(x: int) -> int:
     return x ^ (x >> 16)
 
 
+def base_key(seed: int, buffer_index: int) -> int:
+    """The key of one buffer's random stream before the step is mixed in: what a captured step
+    (capturable=True) pushes, the device mixing in the step from its clock as :func:`step_key`."""
+    return _mix32_scalar(_mix32_scalar(seed) ^ (buffer_index & 0xFFFFFFFF))
+
+
 def step_key(seed: int, buffer_index: int, step: int) -> int:
     """The per-step key of one buffer's random stream (a push constant)."""
-    k = _mix32_scalar(seed)
-    k = _mix32_scalar(k ^ (buffer_index & 0xFFFFFFFF))
-    return _mix32_scalar(k + (step & 0xFFFFFFFF))
+    return _mix32_scalar(base_key(seed, buffer_index) + (step & 0xFFFFFFFF))
 
 
 #: The stream's stride per element: element i of a buffer hashes ``key + i * ELEMENT_STRIDE``

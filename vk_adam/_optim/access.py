@@ -47,6 +47,16 @@ class DeviceAccess:
         max_norm = check_max_norm(value)
         if max_norm is None:
             raise ValueError("clip_grad_norm cannot be turned off after construction")
+        if (
+            self._steps.captured is not None
+            and self._steps.captured.recorded
+            and max_norm != self._dev.max_norm
+        ):
+            raise ValueError(
+                "clip_grad_norm cannot change after a captured step was recorded: the recording "
+                f"holds it as a push constant and would go on clipping to {self._dev.max_norm}; "
+                "make a new optimizer with the new bound and load this one's state_dict()"
+            )
         self._dev.max_norm = max_norm
 
     def _set_grad_scale(self, scale: float | None) -> None:
@@ -55,6 +65,8 @@ class DeviceAccess:
         norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping."""
         if self._dev.clipper is not None:
             raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
+        if self._dev.clock is not None:
+            raise ValueError("a capturable optimizer takes no gradient scale from the host")
         self._dev.grad_scale = None if scale is None else float(np.float32(scale))
 
     def last_grad_norm(self) -> float:

@@ -17,7 +17,8 @@ from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
 from .._runtime import WORKGROUP_SIZE, Runtime
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper
-from .storage import uint_spec
+from .clock import Clock
+from .storage import rng_offset, uint_spec
 from .variants import LoopShape, update_launch
 from .windows import ABSMAX, FP32, Chunk, param_bytes, state_bytes, window
 
@@ -35,6 +36,8 @@ class DeviceGroups(Protocol):
     shape: LoopShape
     drain: Callable[[], None]
     holds_params: bool  # device_params: the set's own param buffer is the param
+    groups: list[Group]
+    clock: Clock | None  # capturable: the step clock's words in the status buffer
 
     def push_words(self, variant: ShaderVariant) -> int: ...
 
@@ -118,7 +121,9 @@ def bind_pipelines(
         spans = bset.chunks if n == bset.n else [Chunk(0, n)]
         updates, checks, check_ops = [], [], []
         for i, chunk in enumerate(spans):
-            updates.append(_update_pipeline(dev, group, bset, param, grad, chunk, host_grad, param_out))
+            updates.append(
+                _update_pipeline(dev, group, bset, param, grad, chunk, host_grad, param_out, bset.slot + i)
+            )
             check, op = gradient_prepass(dev, grad, bset, chunk, bset.slot + i)
             checks.append(check)
             check_ops.append(op)
@@ -141,10 +146,12 @@ def _update_pipeline(
     chunk: Chunk,
     host_grad: bool = False,
     param_out: bool = False,
+    slot: int = 0,
 ) -> Any:
     """The update pipeline of one chunk of a buffer set, with ``param`` and ``grad`` bound;
     ``host_grad``: the grad is a host array's import, never zeroed; ``param_out``: the set's
-    own param buffer at the master binding is the param read, ``param`` only written."""
+    own param buffer at the master binding is the param read, ``param`` only written; ``slot``:
+    the chunk's among every update dispatch of a step (the clock's arrival word)."""
     states = [bset.state[s.name] for s in group.variant.state]
     tensors = [param, grad, dev.status, *states]
     per_param = param_bytes(bset.format)
@@ -180,6 +187,9 @@ def _update_pipeline(
         spirv, items = launch.spirv, launch.items
         max_groups, threads = launch.max_groups, launch.threads
         spec = (*spec, *padding, *launch.spec)
+        if dev.clock is not None:  # checked when the optimizer was made: the shader declares them
+            group_index = next(i for i, g in enumerate(dev.groups) if g is group)
+            spec = (*spec, *dev.clock.spec(group_index, slot, rng_offset(bset.window, chunk.start)))
     bset.spirv, bset.spec = spirv, tuple(spec)
     shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
     if 4 * push > dev.rt.max_push_bytes:

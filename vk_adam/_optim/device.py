@@ -25,10 +25,11 @@ from .._runtime import Runtime, host_view
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
+from .clock import Clock
 from .host_imports import HostImports
 from .host_memory import HostTraffic
 from .layout import scatter
-from .storage import Storage, rng_key
+from .storage import Storage, rng_base_key, rng_key
 from .variants import PARAM_OUT_SPEC_ID, LoopShape, loop_shape
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
@@ -36,6 +37,20 @@ __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]
+
+
+def constant_values(rule: UpdateRule, group: Group) -> Sequence[float]:
+    """The rule's constant push-constant values of a captured step (``capturable_constants``),
+    length-checked."""
+    assert rule.capturable_constants is not None, "checked when the optimizer was made"
+    values = rule.capturable_constants(group.options)
+    if len(values) != group.variant.hyper_count:
+        raise ValueError(
+            f"rule {rule.name!r}: capturable_constants() returned {len(values)} values, but the "
+            f"shader variant {str(group.variant.spirv)!r} declares hyper_count="
+            f"{group.variant.hyper_count}; they must agree"
+        )
+    return values
 
 
 def push_values(rule: UpdateRule, group: Group, step: int) -> Sequence[float]:
@@ -70,6 +85,7 @@ class DeviceGroups:
         clip: bool = False,
         drain: Callable[[], None],
         storage: Storage | None = None,
+        capturable: bool = False,
     ) -> None:
         self.rt, self.rule = rt, rule
         self.storage = storage or Storage()
@@ -84,16 +100,12 @@ class DeviceGroups:
         self.drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
         self.groups: list[Group] = []
-        # skip flag, gradient scale, last norm (clipping.py); every update shader reads it
-        self.status = rt.buffer(initial_status())
         self.clipper: GradClipper | None = None
         self._clip = clip
         self.max_norm = 0.0
         #: A gradient scale the host sets for the next synchronous steps (ZeRO-1's clipping
         #: factor from the norm over every rank); None: the device's own (1.0 or clipping's).
         self.grad_scale: float | None = None
-        self._status_barrier = rt.barrier_op([self.status])
-        self._status_download = rt.download_op([self.status])
         self._barrier_before: Any = None  # ops over every buffer a step touches (rebuilt on rebind)
         self._barrier_after: Any = None
         if self.storage.windows and len(self.storage.windows) != len(groups):  # ZeRO-1's shards
@@ -103,6 +115,12 @@ class DeviceGroups:
         slots = 0  # each chunk's slot among every set's chunks (clipping's partial sums)
         for bset in self._sets:
             bset.slot, slots = slots, slots + len(bset.chunks)
+        #: capturable: the step count and lrs on the device (``clock``), in the status buffer.
+        self.clock = Clock(rt, [g.options["lr"] for g in self.groups], slots) if capturable else None
+        # skip flag, gradient scale, last norm (clipping.py), the clock; every update shader reads it
+        self.status = rt.buffer(self.clock.initial_words() if self.clock is not None else initial_status())
+        self._status_barrier = rt.barrier_op([self.status])
+        self.status_download = rt.download_op([self.status])
         if self._clip:
             self.clipper = GradClipper(rt, self.status, slots, skip_nonfinite)
         #: device_params: the set's own param buffers hold the params (``HostTraffic.held``).
@@ -222,8 +240,9 @@ class DeviceGroups:
                 bset.pushes[0].view(np.uint32)[0] = n
 
     def stage_status(self) -> list[Any]:
-        """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``)."""
-        if not self.skip_nonfinite and self.grad_scale is None:
+        """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``).
+        A captured step's clock lives there: the device clears the skip flag after each step."""
+        if self.clock is not None or (not self.skip_nonfinite and self.grad_scale is None):
             return []
         words = host_view(self.status)
         if self.skip_nonfinite:
@@ -237,6 +256,10 @@ class DeviceGroups:
         any staging memory is written: a rule whose packing fails then changes nothing."""
         out: list[list[Array]] = []
         for group in self.groups:  # the rule's values depend on the group and step only
+            if self.clock is not None:  # captured: the constant values; the step is the device's
+                values = constant_values(self.rule, group)
+                out += [self._push(group, bset, values, None) for bset in group.sets]
+                continue
             values = push_values(self.rule, group, group.step + 1)
             out += [self._push(group, bset, values, group.step + 1) for bset in group.sets]
         return out
@@ -264,7 +287,7 @@ class DeviceGroups:
             # The host reads the verdict after the wait; the update dispatches read the status
             # (verdict, gradient scale) on the GPU.
             if self.skip_nonfinite:
-                ops.append(self._status_download)
+                ops.append(self.status_download)
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
         # With no upload in the step, the barrier before it already orders every dispatch after
@@ -280,7 +303,7 @@ class DeviceGroups:
         ops += self.traffic.copy_out
         return ops, first, last
 
-    def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int) -> list[Array]:
+    def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int | None) -> list[Array]:
         if not bset.pushes:  # made once; each chunk's n (and a zero rng key) never change
             for chunk in bset.chunks:
                 push = np.zeros(self.push_words(group.variant), np.float32)
@@ -289,6 +312,12 @@ class DeviceGroups:
             bset.push_rng = len(bset.pushes[0]) > 1 + len(values) and bset.format.mode == fmt.MODE_STOCHASTIC
         # NumPy rounds each float64 value once to float32 (as astype would), with no array
         # made per step: a step's host time is mostly such overhead.
+        if step is None:  # captured: the base key; the device mixes in its step and the offset
+            for push in bset.pushes:
+                push[1 : 1 + len(values)] = values
+                if bset.push_rng:
+                    push.view(np.uint32)[-1] = rng_base_key(self.seed, bset.index, bset.window)
+            return bset.pushes
         key = rng_key(self.seed, bset.index, bset.window, step) if bset.push_rng else 0
         for chunk, push in zip(bset.chunks, bset.pushes, strict=True):
             push[1 : 1 + len(values)] = values

@@ -17,6 +17,7 @@ from .._lifetime import Closable
 from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
 from .access import DeviceAccess
+from .captured import CapturedSteps, refuse_uncapturable
 from .clipping import check_harness, check_max_norm
 from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
 from .groups import (
@@ -64,6 +65,11 @@ class Optimizer(Closable, DeviceAccess):
         params on a GPU). The arrays are then copies: a change written into one between steps
         is not read unless :meth:`reload_params` is called. Default False: the NumPy array is the
         one true copy, read and written every step.
+      * ``capturable``: keep the step count and each group's lr on the device (torch's name), so
+        a sequence holding :meth:`record_step` may be evaluated any number of times, each
+        evaluation one step (docs/usage.md). A new ``param_groups[i]["lr"]`` reaches the device
+        when it is set; the other hyperparameters are frozen once a step is recorded. Needs
+        params on the device (kp tensors) and a rule that declares it. Default False.
     """
 
     @spell_out_options()
@@ -84,9 +90,11 @@ class Optimizer(Closable, DeviceAccess):
         device, manager, profile = options["device"], options["manager"], options["profile"]
         zero_grad, skip_nonfinite = options["zero_grad"], options["skip_nonfinite"]
         exportable = options["exportable"]
-        device_params = options["device_params"]
+        device_params, capturable = options["device_params"], options["capturable"]
         if not isinstance(device_params, bool):
             raise TypeError(f"device_params must be True or False (got {device_params!r})")
+        if not isinstance(capturable, bool):
+            raise TypeError(f"capturable must be True or False (got {capturable!r})")
         manager = check_options(
             device,
             manager,
@@ -105,6 +113,10 @@ class Optimizer(Closable, DeviceAccess):
             options["seed"],
         )
         check_storage(state_dtype, stochastic_rounding, seed, groups)
+        if capturable:
+            refuse_uncapturable(self.rule, groups)
+        #: Whether the step count and lrs live on the device (``capturable=True``).
+        self.capturable = capturable
         if max_norm is not None:
             check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
@@ -136,6 +148,7 @@ class Optimizer(Closable, DeviceAccess):
                 storage=Storage(
                     state_dtype, bool(stochastic_rounding), int(seed), tuple(_windows), bool(exportable)
                 ),
+                capturable=capturable,
             )
             self._dev.max_norm = max_norm or 0.0
             if exportable:  # an exported flat param buffer stays current
@@ -146,6 +159,7 @@ class Optimizer(Closable, DeviceAccess):
             self.close()
             raise
         self._groups: list[Group] = self._dev.groups
+        self._captured = CapturedSteps(self._dev, self.rule, self._in_flight.drain) if capturable else None
         self.param_groups: list[dict[str, Any]] = [g.options for g in self._groups]
         self._steps = Stepper(
             self._rt,
@@ -155,6 +169,7 @@ class Optimizer(Closable, DeviceAccess):
             zeroes_grad=self.zeroes_grad,
             skip_nonfinite=self.skip_nonfinite,
             profile=bool(profile),
+            captured=self._captured,
         )
 
     # -- profiling -----------------------------------------------------------------------
@@ -206,22 +221,48 @@ class Optimizer(Closable, DeviceAccess):
         return self._steps.step(grads, wait=wait, started=started)
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
-        """Record the next step into ``sequence`` (the application's own kp.Sequence) without
-        submitting it; return the step number recorded. For params on the device (kp tensors).
+        """Record a step into ``sequence`` (the application's own kp.Sequence) without
+        submitting it. For params on the device (kp tensors).
 
         This is the GPU-resident path of a Vulkan application: record forward, backward and
-        this step into one sequence and submit it once; many steps can be recorded back to
-        back. Each recorded step is bracketed by memory barriers over its buffers: it runs after
+        this step into one sequence and submit it; several steps can be recorded back to back.
+        Each recorded step is bracketed by memory barriers over its buffers: it runs after
         everything recorded or submitted before it (e.g. the application's gradient shaders)
-        and the application's next shader sees its writes. The step counter advances at record
-        time: evaluate every recorded sequence, in order, exactly once. Gradients are the
-        optimizer's gradient buffer (``grads=None``) or kp tensors; at most
-        ``MAX_PIPELINES_PER_SET`` distinct gradient buffers per param buffer can be recorded
-        (their pipelines live as long as the optimizer). NumPy params and gradients, and
-        ``skip_nonfinite``, need the host between steps and are refused.
+        and the application's next shader sees its writes. Gradients are kp tensors
+        (``grads``, one per param: the app's own) or, with ``grads=None``, the optimizer's
+        gradient buffer, which the application must write (take it with :meth:`grad_buffer`);
+        a gradient buffer nothing was ever given is refused. At most ``MAX_PIPELINES_PER_SET``
+        distinct gradient buffers per param buffer can be recorded (their pipelines live as
+        long as the optimizer). NumPy params and gradients are refused.
+
+        With ``capturable=True`` the step count, bias corrections and lr come from the device
+        when the step runs: evaluate the sequence any number of times, each evaluation one step
+        (the Kompute idiom: record once, evaluate in a loop); ``skip_nonfinite`` works there.
+        Returns 0 (a captured step's number is decided each time it runs; ``state_dict()``
+        reports the device's count). Without it, the step's values are push constants fixed now:
+        returns the step number recorded, and a second evaluation of the sequence is refused.
         """
         self._check_open()
         return self._steps.record(sequence, grads)
+
+    def schedule_on_device(self, scheduler: Any) -> None:
+        """``capturable=True``: run ``scheduler`` (a :mod:`vk_adam.schedules` ``Constant``,
+        ``LinearWarmup``, ``LinearDecay`` or ``CosineDecay`` made on this optimizer) on the
+        device. Each step then computes its lr from the device's step count when it runs, so
+        steps recorded back to back, and every evaluation of a recording, take the schedule's
+        lr with no host work. It continues where the scheduler stands (its next lr is the next
+        step's). Until it is handed back, an lr set in ``param_groups`` is refused and
+        ``scheduler.step()`` must not be called. ``None`` hands the lrs back: the scheduler
+        moves to the next step's place and sets its lrs (host stepping goes on from there).
+        """
+        self._check_open()
+        if self._captured is None:
+            raise ValueError(
+                "schedule_on_device needs a step clock on the device: make the optimizer with "
+                "capturable=True (without it, step the scheduler on the host: its lr is a push "
+                "constant of each step)"
+            )
+        self._captured.schedule_on_device(scheduler)
 
     def _drain(self) -> None:
         if hasattr(self, "_in_flight"):
@@ -251,13 +292,22 @@ class Optimizer(Closable, DeviceAccess):
         """
         self._check_open()
         self._drain()
+        if self._captured is not None:  # the device's count (recordings may have run) and lrs
+            self._captured.read()
+            self._captured.refresh_lrs()
         return read_state_dict(self._dev, float32=float32)
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Load a :meth:`state_dict` (or torch.optim's, as NumPy), stored in this optimizer's
         formats. Checked fully before any change: on error nothing is modified."""
         self._check_open()
-        write_state_dict(self._dev, state_dict, self._drain)
+        if self._captured is None:
+            write_state_dict(self._dev, state_dict, self._drain)
+            return
+        self._captured.check_loadable(state_dict)
+        with self._captured.paused():
+            write_state_dict(self._dev, state_dict, self._drain, one_count=True)
+        self._captured.after_load(g.step for g in self._groups)
 
     # -- lifetime ----------------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class OptimizerOptions(TypedDict, total=False):
     """Make the param, grad and state buffers shareable (``vk_adam.interop.export_memory``)."""
     device_params: bool
     """The device holds NumPy groups' params; each step copies them into the arrays."""
+    capturable: bool
+    """Keep the step count and lrs on the device: a recorded step may be evaluated any number of times."""
 
 
 #: Every option's default, in the order the signatures list them.
@@ -58,6 +60,7 @@ DEFAULTS: OptimizerOptions = {
     "seed": 0,
     "exportable": False,
     "device_params": False,
+    "capturable": False,
 }
 #: The options of ``ZeroRedundancyOptimizer``: it owns its device, and its steps are timed by phase.
 SHARD_OPTIONS = tuple(

@@ -284,10 +284,13 @@ def _lacks(
     )
 
 
-def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: Callable[[], None]) -> None:
+def write_state_dict(
+    device: StateHolder, state_dict: Mapping[str, Any], drain: Callable[[], None], *, one_count: bool = False
+) -> None:
     """Check ``state_dict`` against the optimizer whose device side is ``device``, then wait
     for its submitted steps (``drain``) and load it. On error nothing is modified: every
-    check (structure, types, hyperparameters, steps, buffer sizes) runs before the first write."""
+    check (structure, types, hyperparameters, steps, buffer sizes) runs before the first write.
+    ``one_count``: every group must be at the same step (a capturable optimizer's one clock)."""
     rt, rule, groups = device.rt, device.rule, device.groups
     saved_groups, state = _checked_groups(state_dict, len(groups))
     new_options = []
@@ -353,6 +356,11 @@ def write_state_dict(device: StateHolder, state_dict: Mapping[str, Any], drain: 
                 "vk-adam keeps one step count per group"
             )
         steps.append(group_steps.pop() if group_steps else 0)
+    if one_count and len(set(steps)) > 1:
+        raise ValueError(
+            f"the state dict's param groups are at different steps {steps}; a capturable optimizer "
+            "keeps one step count on the device for every group"
+        )
     # Everything checked: apply.
     drain()
     rt.write_words(writes)

@@ -19,6 +19,8 @@ import numpy as np
 from .._errors import LostUpdateWarning
 from .._rules import UpdateRule
 from .._runtime import Runtime, device_of, element_count, host_view, refuse_unwritten, uploads_of
+from .captured import CapturedSteps
+from .clock import STEPS_WORD
 from .device import DeviceGroups, Group
 from .groups import check_recordable, prepare_grads, refuse_foreign, refuse_host_grads, revalidate
 from .host_memory import refuse_resized
@@ -44,8 +46,14 @@ class Stepper:
         zeroes_grad: bool,
         skip_nonfinite: bool,
         profile: bool,
+        captured: CapturedSteps | None = None,
     ) -> None:
         self._rt, self._dev, self.rule, self._in_flight = rt, dev, rule, in_flight
+        #: capturable=True: the step clock's host side (the count and lrs live on the device).
+        self.captured = captured
+        #: A step copied NumPy gradients into the optimizer's own gradient buffers (so a
+        #: recorded step without grads reads something that was given).
+        self.own_grads_given = False
         self._groups: list[Group] = dev.groups
         self.zeroes_grad, self.skip_nonfinite, self.profile = zeroes_grad, skip_nonfinite, profile
         #: The application took ``grad_buffer()`` to write gradients there itself.
@@ -85,6 +93,14 @@ class Stepper:
         """``Optimizer.record_step``: checked, then recorded into ``sequence``; the step number."""
         prepared = self._begin(grads, recording=True, sequence=sequence)
         ops, _, _ = self._ops(prepared, recording=True)
+        if self.captured is not None:
+            # Captured: the step reads its number and lr from the device's clock when it runs,
+            # and advances the clock itself, so the sequence may be evaluated any number of times.
+            self._rt.record(sequence, ops)
+            self.captured.recorded = self.captured.stale = True
+            self._note_uploads(self._counts)
+            self._remember_sequence(sequence)
+            return 0
         step = self._groups[0].step + 1
         # The step's push constants (step size, bias corrections) are the host's for step
         # ``step``: evaluating the sequence again would apply them again. Refused on replay.
@@ -118,7 +134,7 @@ class Stepper:
         # the sequence of the last record_step passed the checks of a sequence already
         known = recording and self._sequence is not None and self._sequence() is sequence
         if recording and not known:
-            check_recordable(self._groups, self.skip_nonfinite, sequence)
+            check_recordable(self._groups, self.skip_nonfinite and self.captured is None, sequence)
         self._refuse_unwritten_params()
         refuse_resized(self._groups)
         prepared = self._known_grads(grads)
@@ -132,8 +148,17 @@ class Stepper:
         self._warn_lost_updates()
         if recording:
             refuse_host_grads(prepared)
+            if prepared is None:
+                self._refuse_ungiven_grads()
         elif prepared is None:
             self._refuse_unwritten_grads(where)
+        elif not self.own_grads_given:
+            self.own_grads_given = any(
+                isinstance(g, np.ndarray)
+                for group, gs in zip(self._groups, prepared, strict=True)
+                if not group.host_mode
+                for g in gs
+            )
         if not wait and self.skip_nonfinite:
             raise ValueError(
                 "skip_nonfinite steps are synchronous (the host must learn whether the step was "
@@ -219,6 +244,20 @@ class Stepper:
                 stacklevel=4,
             )
 
+    def _refuse_ungiven_grads(self) -> None:
+        """``record_step(seq)`` without grads reads the optimizer's own gradient buffers: refuse
+        it when nothing was ever given to them (``grad_buffer()`` never taken, no gradients
+        copied in), or each recorded step would silently apply zero gradients."""
+        if self.grad_buffer_taken or self.own_grads_given:
+            return
+        raise ValueError(
+            "record_step(sequence) without grads steps on the optimizer's own gradient buffer, but "
+            "nothing was ever given to it: the recorded steps would read zeros, not your gradients. "
+            "Pass the kp tensors that hold your gradients, opt.record_step(sequence, [grads]), or "
+            "write the gradients into opt.grad_buffer(...) on the device (your own shaders) and "
+            "record that work before the step"
+        )
+
     def _refuse_unwritten_grads(self, where: str) -> None:
         """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
         weight decay and momentum would still move the params), unless the application took
@@ -249,17 +288,27 @@ class Stepper:
 
     def _step_sync(self, prepared: list[list[Any]] | None, started: float) -> StepHandle:
         self._drain()
+        before = self.captured.steps() if self.captured is not None else self._groups[0].step
         ops, first, last = self._ops(prepared, status=True)
+        if self.captured is not None:  # the device's count after the step
+            ops.append(self._dev.status_download)
         eval_start = time.perf_counter()
         ticks = self._rt.run(ops, timestamps=self.profile)
         eval_seconds = time.perf_counter() - eval_start
         if ticks is not None:
             # One timestamp before the first op and one after each op.
             self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
-        handle = StepHandle(self._in_flight, self._groups[0].step + 1)
+        handle = StepHandle(self._in_flight, before + 1)
         handle.done = True
-        handle.skipped = self.skip_nonfinite and int(host_view(self._dev.status)[0]) != 0
-        if not handle.skipped:
+        if self.captured is not None:  # the device counted the step unless it skipped it
+            after = int(host_view(self._dev.status)[STEPS_WORD])
+            handle.skipped = after == before
+            self.captured.set_steps(after)
+            if not handle.skipped:
+                self._dev.traffic.finish()
+        else:
+            handle.skipped = self.skip_nonfinite and int(host_view(self._dev.status)[0]) != 0
+        if not handle.skipped and self.captured is None:
             self._advance()
             self._dev.traffic.finish()
         self._note_uploads()
@@ -276,6 +325,8 @@ class Stepper:
             # A submitted step's upload may not have read the staging memory yet: rewriting it
             # now would change that step's inputs (each buffer has one staging copy).
             self._drain()
+        if self.captured is not None:
+            self.captured.steps()  # the device's count, if a recording may have run since
         handle = StepHandle(self._in_flight, self._groups[0].step + 1)
         ops, _, _ = self._ops(prepared)
         handle._pending = self._rt.submit(ops)  # one submission (patched kp)

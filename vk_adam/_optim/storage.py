@@ -56,6 +56,18 @@ def rng_key(seed: int, index: int, window: Window | None, step: int) -> int:
     return fmt.offset_key(fmt.step_key(seed, window.index, step), window.offset)
 
 
+def rng_base_key(seed: int, index: int, window: Window | None) -> int:
+    """The base key of buffer set ``index``'s stream that a captured step pushes: the device
+    mixes in its step (``step_key``'s last round) and its chunk's offset (a specialization
+    constant, :func:`rng_offset`), giving :func:`rng_key`'s key of that step bit for bit."""
+    return fmt.base_key(seed, index if window is None else window.index)
+
+
+def rng_offset(window: Window | None, start: int) -> int:
+    """The stream offset of a chunk from element ``start`` of its buffer set, as ``offset_key`` adds it."""
+    return fmt.offset_key(0, start + (window.offset if window is not None else 0))
+
+
 def uint_spec(*values: int) -> tuple[float, ...]:
     """uint specialization constants as the float32 words kp passes."""
     return tuple(float(x) for x in np.array(values, np.uint32).view(np.float32))

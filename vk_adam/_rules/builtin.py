@@ -76,6 +76,30 @@ def _adam_push_constants(hyper: Hyper, step: int) -> Sequence[float]:
     )
 
 
+def _adam_capturable_constants(hyper: Hyper) -> Sequence[float]:
+    """A captured step's constant values (glsl/adam_body.glsl): the shader computes the step
+    size, the bias corrections and lr * weight_decay from the device's clock and lr."""
+    beta1, beta2 = (float(b) for b in hyper["betas"])
+    wd = float(hyper["weight_decay"])
+    decoupled = bool(hyper["decoupled_weight_decay"])
+    return (
+        _log(beta1),
+        _log(beta2),
+        1.0 - beta1,
+        beta2,
+        1.0 - beta2,
+        float(hyper["eps"]),
+        0.0 if decoupled else wd,
+        wd if decoupled else 0.0,
+    )
+
+
+def _log(beta: float) -> float:
+    # ln(0) = -inf would make 0 * ln(0) a NaN on the device: beta = 0 gives 1 - 0^t = 1 (t >= 1),
+    # as any very negative log does
+    return math.log(beta) if beta > 0.0 else -1e30
+
+
 def adam_reference(param: F64, grad: F64, state: dict[str, F64], hyper: Hyper, step: int) -> None:
     """Adam/AdamW in float64, in place: torch.optim.Adam's single-tensor order."""
     lr = float(hyper["lr"])
@@ -118,6 +142,7 @@ ADAM = UpdateRule(
     reference=adam_reference,
     validate=_validate_adam,
     spec_constants=_adam_spec_constants,
+    capturable_constants=_adam_capturable_constants,
     description="Adam (Kingma & Ba 2015), L2 weight decay; torch.optim.Adam semantics",
 )
 
@@ -163,6 +188,11 @@ def _sgd_push_constants(hyper: Hyper, step: int) -> Sequence[float]:
     )
 
 
+def _sgd_capturable_constants(hyper: Hyper) -> Sequence[float]:
+    # the lr and the first step come from the device's clock (glsl/sgd_body.glsl)
+    return (0.0, float(hyper["weight_decay"]), float(hyper["momentum"]), 1.0 - float(hyper["dampening"]), 0.0)
+
+
 def sgd_reference(param: F64, grad: F64, state: dict[str, F64], hyper: Hyper, step: int) -> None:
     """SGD in float64, in place: torch.optim.SGD's single-tensor order."""
     g = -grad if hyper["maximize"] else grad.copy()
@@ -197,6 +227,7 @@ SGD = UpdateRule(
     validate=_validate_sgd,
     # constant_id 1 = MAXIMIZE, 2 = NESTEROV (glsl/sgd_body.glsl)
     spec_constants=lambda hyper: (float(bool(hyper["maximize"])), float(bool(hyper["nesterov"]))),
+    capturable_constants=_sgd_capturable_constants,
     description="SGD with momentum, dampening and Nesterov; torch.optim.SGD semantics",
 )
 

@@ -21,7 +21,15 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import HARNESS_SPEC_IDS, ShaderInterface, has_storage_formats, load_spirv, reflect, subgroup_spirv
+from .spirv import (
+    CLOCK_SPEC_IDS,
+    HARNESS_SPEC_IDS,
+    ShaderInterface,
+    has_storage_formats,
+    load_spirv,
+    reflect,
+    subgroup_spirv,
+)
 
 # Bindings every rule shader has (vk_adam_rule.glsl): param, grad, status.
 _FIXED_BINDINGS = 3
@@ -44,6 +52,8 @@ def _check_declaration(rule: UpdateRule) -> None:
     for attr in ("select_variant", "push_constants", "reference", "validate", "spec_constants"):
         if not callable(getattr(rule, attr)):
             raise InvalidRuleError(f"rule {rule.name!r}: {attr} must be callable")
+    if rule.capturable_constants is not None and not callable(rule.capturable_constants):
+        raise InvalidRuleError(f"rule {rule.name!r}: capturable_constants must be callable or None")
     if not hasattr(rule.defaults, "keys") or "lr" not in rule.defaults:
         raise InvalidRuleError(f"rule {rule.name!r} has no 'lr' default")
     if not hasattr(rule.variants, "items") or not rule.variants:
@@ -165,6 +175,8 @@ def _check_setting(
             f"{_describe_push_block(interface.push_constant_bytes, has_storage_formats(interface))}); "
             "they must agree"
         )
+    if rule.capturable_constants is not None:
+        _check_capturable(rule, key, interface, hyper, label)
     if len(spec) > MAX_RULE_SPEC_CONSTANTS:
         raise InvalidRuleError(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
@@ -182,6 +194,31 @@ def _check_setting(
             f"returns {len(spec)} value(s) for {label}, i.e. constants {expected} "
             "(0 is VK_ADAM_ZERO_GRAD, the rule's own start at 1); a constant without a value "
             "would silently keep the shader's default"
+        )
+
+
+def _check_capturable(
+    rule: UpdateRule, key: str, interface: ShaderInterface, hyper: dict[str, Any], label: str
+) -> None:
+    """A rule that declares captured steps: its shader reads the step clock (harness 7), and
+    ``capturable_constants`` packs ``hyper_count`` values."""
+    variant = rule.variants[key]
+    where = f"rule {rule.name!r}, variant {key!r}"
+    if not CLOCK_SPEC_IDS <= set(interface.spec_ids):
+        raise InvalidRuleError(
+            f"{where} declares capturable_constants, but its shader {variant.spirv} was built "
+            "against a vk_adam_rule.glsl without the step clock (harness version 7); rebuild it "
+            "against this vk-adam, or leave capturable_constants out"
+        )
+    assert rule.capturable_constants is not None
+    try:
+        values = list(rule.capturable_constants(hyper))
+    except Exception as exc:
+        raise InvalidRuleError(f"{where}: capturable_constants() for {label} raised: {exc!r}") from exc
+    if len(values) != variant.hyper_count:
+        raise InvalidRuleError(
+            f"{where}: capturable_constants() returns {len(values)} values for {label}, but the "
+            f"variant declares hyper_count={variant.hyper_count}; they must agree"
         )
 
 

@@ -95,6 +95,12 @@ class UpdateRule:
     * ``reference``: the same math in float64 NumPy, used by tests and ``vk_adam.testing``
       (see :data:`ReferenceFn`: it must not modify ``grad``).
     * ``validate(hyper)``: raise ValueError with a message the user can act on.
+    * ``capturable_constants(hyper)``: declares the rule capturable (``capturable=True``: one
+      recorded step evaluated any number of times). The ``hyper_count`` floats of a captured
+      step, which stay constant from step to step; its shader, built against
+      ``vk_adam_rule.glsl`` version 7, reads the step and the lr from the device's clock
+      (``vk_adam_step()``, ``vk_adam_lr()``) when ``VK_ADAM_CAPTURABLE`` is set. None (the
+      default): not capturable, and ``capturable=True`` is refused.
 
     ``distribution`` and ``plugin`` (the entry-point name, what ``$VK_ADAM_BLOCK_PLUGINS``
     takes) are filled in by the registry; a rule built by hand leaves them empty.
@@ -108,6 +114,7 @@ class UpdateRule:
     reference: ReferenceFn
     validate: Callable[[Hyper], None] = _no_validation
     spec_constants: Callable[[Hyper], Sequence[float]] = _no_spec_constants
+    capturable_constants: Callable[[Hyper], Sequence[float]] | None = None
     description: str = ""
     distribution: str = field(default="", compare=False)  # filled in by the registry
     plugin: str = field(default="", compare=False)  # entry-point name, filled in by the registry
@@ -115,6 +122,11 @@ class UpdateRule:
     def variant_for(self, hyper: Hyper) -> ShaderVariant:
         """The shader variant that a group with these hyperparameters runs."""
         return self.variants[self.select_variant(hyper)]
+
+    @property
+    def capturable(self) -> bool:
+        """Whether the rule declares captured steps (``capturable_constants``)."""
+        return self.capturable_constants is not None
 
     def state_names(self, hyper: Hyper) -> tuple[str, ...]:
         """Names of the state buffers a group with these hyperparameters keeps."""

@@ -41,8 +41,11 @@ class ShaderInterface:
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
 #: Every specialization-constant id the optimizer supplies beyond 0: the storage formats and
 #: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4;
-#: 25: the workgroup size, harness 5), and 26: VK_ADAM_PARAM_OUT (harness 6).
-HARNESS_SPEC_IDS = frozenset(range(16, 27))
+#: 25: the workgroup size, harness 5), 26: VK_ADAM_PARAM_OUT (harness 6), and 27..31: the step
+#: clock of captured steps (harness 7; :data:`CLOCK_SPEC_IDS`).
+HARNESS_SPEC_IDS = frozenset(range(16, 32))
+#: The specialization constants of the step clock (VK_ADAM_CAPTURABLE and the clock's words).
+CLOCK_SPEC_IDS = frozenset(range(27, 32))
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:

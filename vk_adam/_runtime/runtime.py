@@ -32,7 +32,7 @@ from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .barriers import full_barrier_op
 from .device_only import DeviceOnly
 from .devices import DeviceInfo, application_device
-from .external import Sharing, exportable_buffer, sharing, with_sharing
+from .external import Sharing, copy_regions_op, exportable_buffer, sharing, with_sharing
 from .limits import DeviceLimits, allocation_failure, allocation_limit
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
@@ -217,6 +217,17 @@ class Runtime(Closable):
         if direct:
             assert only is not None
             only.write(direct, self.run)
+
+    def upload_range(self, tensor: Any, first: int, words: Array) -> None:
+        """Write ``words`` (4-byte values) at word ``first`` of a staged buffer, into its staging
+        memory and on the device, leaving the device's other words as they are (one region
+        copy from its staging memory; vk-adam's kp). The caller makes sure no work in flight
+        uses the buffer."""
+        raw = np.ascontiguousarray(words).reshape(-1).view(np.uint32)
+        self.host_view(tensor).view(np.uint32)[first : first + raw.size] = raw
+        barrier = self.barrier_op([tensor])
+        span = (4 * first, 4 * first, 4 * raw.size)
+        self.run([barrier, copy_regions_op(tensor, tensor, [span], source_staging=True), barrier])
 
     def has_host_copy(self, tensor: Any) -> bool:
         """Whether a kp tensor has host-visible memory (``data()``): every type but storage."""

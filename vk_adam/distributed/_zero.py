@@ -106,6 +106,13 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
     ) -> None:
         self._closed = True
         options, hyper = split_options(hyper, SHARD_OPTIONS)
+        if options["capturable"] is not False:
+            raise ValueError(
+                "capturable=True is not supported by ZeroRedundancyOptimizer: each ZeRO-1 step "
+                "exchanges params between ranks on the host, so it cannot be recorded once and "
+                "replayed; step it with step(), or use a single-process vk_adam.AdamW(..., "
+                "capturable=True) for recorded steps"
+            )
         self._inner: Optimizer | None = None
         self._device: DeviceParams | None = None
         self._nccl: NcclOnVulkan | None = None

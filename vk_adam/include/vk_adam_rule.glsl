@@ -29,7 +29,18 @@
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
 // 16..21 are the storage formats below, 22..25 the loop's shape (vk_adam/_optim/variants.py; 25 is
 // the workgroup size, 256 unless the host picks another for a loop that allows it); 26 is
-// VK_ADAM_PARAM_OUT.
+// VK_ADAM_PARAM_OUT; 27..31 the step clock of captured steps (below).
+//
+// Captured steps (an optimizer made with capturable=True builds its pipelines with
+// VK_ADAM_CAPTURABLE = 1): a recorded step may be evaluated any number of times, so nothing that
+// changes from step to step is a push constant. The push constants carry what stays constant
+// (the rule's capturable_constants(), and the stochastic-rounding stream's base key); the step
+// number and the group's lr come from the clock in the status buffer, read when the step runs:
+//   vk_adam_step()  the 1-based step being taken (the device's count of steps taken, plus one)
+//   vk_adam_lr()    the group's lr for this step (set by the host, or an on-device schedule)
+// and the step itself advances the count (vk_adam_clock_tick), unless the step was skipped.
+// A rule's shader tells the two modes apart with `if (VK_ADAM_CAPTURABLE != 0u)` (a constant the
+// driver folds: the other branch costs nothing).
 //
 // Before including, define VK_ADAM_STATE_COUNT (0..4) and VK_ADAM_HYPER_COUNT (>= 1).
 // GLSL arithmetic is component-wise, so one vec4 function serves every element; the last
@@ -48,7 +59,7 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 6
+#define VK_ADAM_HARNESS_VERSION 7
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -97,23 +108,151 @@ layout(constant_id = 24) const uint VK_ADAM_SUBGROUP_SIZE = 32u;
 
 VK_ADAM_BUFFER(0, param)
 VK_ADAM_BUFFER(1, grad)
-layout(std430, set = 0, binding = 2) readonly buffer status_block {
-    uint vk_adam_skip_step;
-    float vk_adam_grad_scale;
-};
-VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
-layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
-    uint vk_adam_tables[];
-};
-
 layout(push_constant) uniform vk_adam_push_block {
     uint n;
     float hyper[VK_ADAM_HYPER_COUNT];
     uint rng_key;
 } vk_adam_pc;
 
-// The rule's per-step value k (0-based), as packed by its push_constants().
+// The rule's per-step value k (0-based), as packed by its push_constants()
+// (captured steps: capturable_constants()).
 #define HYPER(k) vk_adam_pc.hyper[k]
+
+layout(std430, set = 0, binding = 2) readonly buffer status_block {
+    uint vk_adam_skip_step;
+    float vk_adam_grad_scale;
+};
+
+// -- the step clock of captured steps (harness version 7) -----------------------------------------
+// The status buffer's words (vk_adam/_optim/clock.py lays them out): 0 skip, 1 gradient scale,
+// 2 last norm, 3 unused, 4 the count of steps taken, 5 the update dispatches of the current step
+// that finished, 6..7 unused; then 8 words per param group at VK_ADAM_CLOCK_GROUP (lr, and the
+// on-device schedule: kind, warmup, total, origin, two settings); then one word per update
+// dispatch of a step at VK_ADAM_CLOCK_ARRIVALS (its finished workgroups).
+layout(constant_id = 27) const uint VK_ADAM_CAPTURABLE = 0u;
+layout(constant_id = 28) const uint VK_ADAM_CLOCK_GROUP = 8u;
+layout(constant_id = 29) const uint VK_ADAM_CLOCK_ARRIVALS = 16u;
+layout(constant_id = 30) const uint VK_ADAM_CLOCK_DISPATCHES = 1u;
+// The chunk's offset in its buffer's stochastic-rounding stream (as uint: offset * stride).
+layout(constant_id = 31) const uint VK_ADAM_RNG_OFFSET = 0u;
+layout(std430, set = 0, binding = 2) coherent buffer vk_adam_clock_block {
+    uint vk_adam_clock_words[];
+};
+#define VK_ADAM_CLOCK_STEPS 4u
+#define VK_ADAM_CLOCK_DISPATCHES_DONE 5u
+// Schedule kinds (vk_adam/_optim/clock.py): the lr as set, or a vk_adam.schedules formula.
+#define VK_ADAM_SCHEDULE_NONE 0u
+#define VK_ADAM_SCHEDULE_CONSTANT 1u
+#define VK_ADAM_SCHEDULE_LINEAR_WARMUP 2u
+#define VK_ADAM_SCHEDULE_LINEAR_DECAY 3u
+#define VK_ADAM_SCHEDULE_COSINE 4u
+
+// This step's values, read from the clock once at the start of main() (captured steps only).
+uint vk_adam_clock_step = 0u;
+float vk_adam_clock_lr = 0.0;
+uint vk_adam_clock_rng_key = 0u;
+
+// The 1-based step being taken, and the group's lr for it (captured steps; see the top).
+uint vk_adam_step() { return vk_adam_clock_step; }
+float vk_adam_lr() { return vk_adam_clock_lr; }
+
+// 1 - base^t for 0 < base < 1, from log_base = ln(base) (the host's, float64 rounded once): a
+// bias correction. 1 - pow(base, t) in float32 would lose the digits that matter (1 - 0.999 keeps
+// 4 of them); the series of -expm1(t * ln base) keeps float32's relative precision.
+float vk_adam_one_minus_pow(float log_base, uint t) {
+    const float x = float(t) * log_base;
+    if (x < -0.5) {
+        return 1.0 - exp(x);
+    }
+    // -expm1(x) = -x (1 + x/2 (1 + x/3 (1 + ... (1 + x/10)))), |x| <= 0.5: |term| < 3e-10
+    float e = 1.0;
+    [[unroll]] for (int k = 10; k >= 2; k--) {
+        e = 1.0 + x / float(k) * e;
+    }
+    return -x * e;
+}
+
+// cos(x) to float32 precision for any x >= 0 (GLSL's cos guarantees only 2^-11 absolute): reduced
+// to [0, pi], then -sin(x - pi/2) by its series (|y| <= pi/2: the last term dropped < 1e-9).
+float vk_adam_cos(float x) {
+    const float two_pi = 6.28318530717958648;
+    x = x - two_pi * floor(x / two_pi);
+    if (x > 3.14159265358979324) x = two_pi - x;
+    const float y = x - 1.57079632679489662;
+    const float y2 = y * y;
+    float s = 1.0;
+    [[unroll]] for (int k = 13; k >= 3; k -= 2) {
+        s = 1.0 - y2 / float(k * (k - 1)) * s;
+    }
+    return -y * s;
+}
+
+// The lr of the group for step `step` from its clock words: vk_adam.schedules' formulas, in
+// the same order, of the schedule's own step (step - origin).
+float vk_adam_scheduled_lr(uint step) {
+    const uint g = VK_ADAM_CLOCK_GROUP;
+    const float lr = uintBitsToFloat(vk_adam_clock_words[g]);
+    const uint kind = vk_adam_clock_words[g + 1u];
+    if (kind == VK_ADAM_SCHEDULE_NONE) return lr;
+    const float warmup = float(vk_adam_clock_words[g + 2u]);
+    const float total = float(vk_adam_clock_words[g + 3u]);
+    const float s = float(max(int(step) - int(vk_adam_clock_words[g + 4u]), 0));
+    const float a = uintBitsToFloat(vk_adam_clock_words[g + 5u]);
+    const float b = uintBitsToFloat(vk_adam_clock_words[g + 6u]);
+    float f;
+    if (kind == VK_ADAM_SCHEDULE_LINEAR_WARMUP) {  // a: start factor
+        f = s >= warmup ? 1.0 : a + (1.0 - a) * s / warmup;
+    } else if (s < warmup) {
+        f = s / max(1.0, warmup);
+    } else if (kind == VK_ADAM_SCHEDULE_CONSTANT) {
+        f = 1.0;
+    } else if (kind == VK_ADAM_SCHEDULE_LINEAR_DECAY) {
+        f = max(0.0, (total - s) / max(1.0, total - warmup));
+    } else {  // cosine; a: cycles, b: the final ratio
+        const float progress = (s - warmup) / max(1.0, total - warmup);
+        const float c = 0.5 * (1.0 + vk_adam_cos(3.14159265358979324 * a * 2.0 * progress));
+        f = max(0.0, c * (1.0 - b) + b);
+    }
+    return lr * f;
+}
+
+// The mixing hash of the stochastic-rounding stream (below), declared early for the clock.
+uint vk_adam_mix32(uint x);
+
+// Read this step's values from the clock (every invocation, before its loop).
+void vk_adam_clock_read() {
+    vk_adam_clock_step = vk_adam_clock_words[VK_ADAM_CLOCK_STEPS] + 1u;
+    vk_adam_clock_lr = vk_adam_scheduled_lr(vk_adam_clock_step);
+    // vk_adam._formats.step_key's last round and offset_key, on the device: the push constant
+    // carries the buffer's base key (the rounds of the seed and buffer index).
+    vk_adam_clock_rng_key = vk_adam_mix32(vk_adam_pc.rng_key + vk_adam_clock_step) + VK_ADAM_RNG_OFFSET;
+}
+
+// Advance the clock once per step, from inside the update dispatches: a dispatch's last workgroup
+// to finish counts the dispatch done, and the last dispatch of the step to be done adds 1 to the
+// count of steps taken (a skipped step instead clears the skip flag for the next evaluation). By
+// then every workgroup of the step has read the clock, so the step needs no pass and no barrier
+// of its own; the barrier after the step makes the new count visible to the next. Called by every
+// invocation, in uniform control flow.
+void vk_adam_clock_tick() {
+    barrier();  // every invocation of this workgroup is done with the step
+    if (gl_LocalInvocationIndex != 0u) return;
+    memoryBarrierBuffer();
+    if (atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_ARRIVALS], 1u) != gl_NumWorkGroups.x - 1u) return;
+    atomicExchange(vk_adam_clock_words[VK_ADAM_CLOCK_ARRIVALS], 0u);
+    if (VK_ADAM_CLOCK_DISPATCHES > 1u) {
+        memoryBarrierBuffer();
+        if (atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_DISPATCHES_DONE], 1u) != VK_ADAM_CLOCK_DISPATCHES - 1u) return;
+        atomicExchange(vk_adam_clock_words[VK_ADAM_CLOCK_DISPATCHES_DONE], 0u);
+    }
+    if (atomicExchange(vk_adam_clock_words[0], 0u) == 0u) {  // word 0: the skip flag
+        atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_STEPS], 1u);
+    }
+}
+VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
+layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
+    uint vk_adam_tables[];
+};
 
 void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]);
 
@@ -212,9 +351,10 @@ uint vk_adam_mix32(uint x) {
 }
 
 uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
+    const uint key = VK_ADAM_CAPTURABLE != 0u ? vk_adam_clock_rng_key : vk_adam_pc.rng_key;
     uvec4 r;
     for (uint l = 0u; l < 4u; l++) {
-        r[l] = vk_adam_mix32(vk_adam_pc.rng_key + (first + l) * 0x9E3779B9u);
+        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
     }
     uvec4 h = fmt == 1u
         ? uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
@@ -690,18 +830,22 @@ void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint n = vk_adam_pc.n;
     const uint n_vec4 = (n + 3u) >> 2;
+    if (VK_ADAM_CAPTURABLE != 0u) {
+        vk_adam_clock_read();
+    }
     // Grid-stride loops (the host caps the workgroup count: maxComputeWorkGroupCount[0] is
     // 65535 on many drivers). The plain loop checks the skip flag itself.
     if (!VK_ADAM_ANY_INT8) {
         vk_adam_plain_loop(lid, n, n_vec4);
-        return;
-    }
-    if (vk_adam_skip_step != 0u) {
-        return;  // every invocation reads the same flag: no barrier below is left half-reached
-    }
+    } else if (vk_adam_skip_step == 0u) {
+        // every invocation reads the same flag: no barrier below is left half-reached
 #ifdef VK_ADAM_SUBGROUPS
-    vk_adam_int8_subgroup_loop(n, n_vec4);
+        vk_adam_int8_subgroup_loop(n, n_vec4);
 #else
-    vk_adam_int8_loop(lid, n, n_vec4);
+        vk_adam_int8_loop(lid, n, n_vec4);
 #endif
+    }
+    if (VK_ADAM_CAPTURABLE != 0u) {
+        vk_adam_clock_tick();
+    }
 }

@@ -1,0 +1,149 @@
+"""The step clock of captured steps (``capturable=True``): the step count and each param group's
+lr on the device, so that a recorded step may be evaluated any number of times.
+
+A step recorded with push constants applies once: its step number, bias corrections and lr are
+the host's, frozen when it is recorded. A captured step instead reads them when it runs, from
+words of the status buffer every update shader binds (``vk_adam_rule.glsl``, binding 2), and the
+step's own update dispatches advance the count (the last workgroup of the last dispatch to
+finish adds one, unless the step was skipped). Its push constants carry only what stays constant
+(the rule's ``capturable_constants``). This module lays the words out and moves them between the
+host and the device; the optimizer decides when.
+
+The status buffer's words: ``clipping.STATUS_WORDS`` of its own (skip flag, gradient scale, last
+norm), the count of steps taken (:data:`STEPS_WORD`), the dispatches of the current step that
+finished, then :data:`GROUP_WORDS` per param group (lr; an on-device schedule's kind, warmup,
+total, origin and two settings), then one word per update dispatch of a step (its workgroups that
+finished).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._runtime import Runtime
+from .clipping import initial_status
+from .storage import uint_spec
+
+__all__ = [
+    "CAPTURABLE_SPEC_ID",
+    "SCHEDULE_KINDS",
+    "Clock",
+    "DeviceSchedule",
+    "device_schedule",
+]
+
+#: The specialization constant ``VK_ADAM_CAPTURABLE`` (harness version 7); 28..31 follow it.
+CAPTURABLE_SPEC_ID = 27
+#: The word holding the count of steps taken.
+STEPS_WORD = 4
+#: Words before the first group's (the status words, the count, the dispatches done, padding).
+HEADER_WORDS = 8
+#: Words per param group: lr, then the schedule's kind, warmup, total, origin, two settings.
+GROUP_WORDS = 8
+#: vk_adam.schedules' kinds that run on the device, and their codes in the shader.
+SCHEDULE_KINDS = {"constant": 1, "linear_warmup": 2, "linear_decay": 3, "cosine": 4}
+
+
+@dataclass(frozen=True)
+class DeviceSchedule:
+    """One group's schedule as the shader computes it (``vk_adam_scheduled_lr``): lr of step t
+    = ``base_lr * factor(t - origin)``, the formula of ``kind`` with its settings."""
+
+    base_lr: float
+    kind: int
+    warmup: int = 0
+    total: int = 0
+    origin: int = 0
+    first: float = 0.0  # linear_warmup: start factor; cosine: cycles
+    second: float = 0.0  # cosine: the final ratio
+
+    def words(self) -> npt.NDArray[np.uint32]:
+        out = np.zeros(GROUP_WORDS, np.uint32)
+        floats = out.view(np.float32)
+        floats[0] = self.base_lr
+        out[1], out[2], out[3] = self.kind, self.warmup, self.total
+        out.view(np.int32)[4] = self.origin
+        floats[5], floats[6] = self.first, self.second
+        return out
+
+
+def device_schedule(scheduler: Any, group: int, steps_taken: int) -> DeviceSchedule:
+    """``scheduler`` (a :mod:`vk_adam.schedules` schedule) as group ``group``'s device schedule,
+    continuing where it stands: its next lr (``factor(last_epoch)``) is step ``steps_taken + 1``'s."""
+    kind = getattr(scheduler, "kind", None)
+    if kind not in SCHEDULE_KINDS:
+        known = ", ".join(sorted(SCHEDULE_KINDS))
+        raise ValueError(
+            f"a {type(scheduler).__name__} schedule cannot run on the device (kinds that can: "
+            f"{known}); step it on the host between evaluations instead (scheduler.step() sets "
+            "the lr the next evaluation reads)"
+        )
+    warmup, total = int(getattr(scheduler, "warmup_steps", 0)), int(getattr(scheduler, "total_steps", 0))
+    if max(warmup, total, steps_taken) >= 2**24:
+        raise ValueError(
+            "a device schedule counts steps in float32: warmup_steps, total_steps and the steps "
+            "taken must stay below 2**24"
+        )
+    first = float(getattr(scheduler, "start_factor", getattr(scheduler, "num_cycles", 0.0)))
+    return DeviceSchedule(
+        base_lr=float(scheduler.base_lrs[group]),
+        kind=SCHEDULE_KINDS[kind],
+        warmup=warmup,
+        total=total,
+        origin=steps_taken + 1 - int(scheduler.last_epoch),
+        first=first,
+        second=float(getattr(scheduler, "min_lr_ratio", 0.0)),
+    )
+
+
+class Clock:
+    """The clock's words in the status buffer of one optimizer: ``groups`` param groups (their
+    lrs) and ``dispatches`` update dispatches per step."""
+
+    def __init__(self, rt: Runtime, lrs: Sequence[float], dispatches: int) -> None:
+        self.rt = rt
+        self.groups, self.dispatches = len(lrs), dispatches
+        self.schedules: list[DeviceSchedule | None] = [None] * len(lrs)
+        self._lrs = [float(lr) for lr in lrs]
+
+    def initial_words(self) -> npt.NDArray[np.uint32]:
+        """The status buffer's first contents: no skip, scale 1, no step taken, each group's lr."""
+        words = np.zeros(HEADER_WORDS + GROUP_WORDS * self.groups + self.dispatches, np.uint32)
+        words[: len(initial_status())] = initial_status()
+        for gi, lr in enumerate(self._lrs):
+            words[self.group_word(gi) :][:GROUP_WORDS] = DeviceSchedule(lr, 0).words()
+        return words
+
+    def group_word(self, group: int) -> int:
+        return HEADER_WORDS + GROUP_WORDS * group
+
+    def spec(self, group: int, dispatch: int, rng_offset: int) -> tuple[float, ...]:
+        """Specialization constants 27..31 of an update pipeline: capturable, its group's words,
+        its dispatch's arrival word, dispatches per step, its chunk's rounding-stream offset."""
+        arrivals = HEADER_WORDS + GROUP_WORDS * self.groups + dispatch
+        return uint_spec(1, self.group_word(group), arrivals, self.dispatches, rng_offset & 0xFFFFFFFF)
+
+    def write_lr(self, status: Any, group: int, lr: float) -> None:
+        """Group ``group``'s lr from the next evaluation on (any device schedule stops)."""
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr)):
+            raise ValueError(f"lr must be a finite number (got {lr!r})")
+        self.schedules[group] = None
+        self.rt.upload_range(status, self.group_word(group), DeviceSchedule(float(lr), 0).words())
+
+    def write_schedule(self, status: Any, group: int, schedule: DeviceSchedule) -> None:
+        self.schedules[group] = schedule
+        self.rt.upload_range(status, self.group_word(group), schedule.words())
+
+    def read_steps(self, status: Any) -> int:
+        """The device's count of steps taken (one download; the caller drained its steps)."""
+        self.rt.run([self.rt.download_op([status])])
+        return int(self.rt.host_view(status).view(np.uint32)[STEPS_WORD])
+
+    def write_steps(self, status: Any, steps: int) -> None:
+        self.rt.upload_range(status, STEPS_WORD, np.array([steps], np.uint32))
