@@ -179,7 +179,8 @@ class CapturedSteps:
     def set_steps(self, steps: int) -> None:
         for group in self.groups:
             group.step = steps
-        self.stale = False
+        # once a step is recorded, the application may evaluate it at any time: read again
+        self.stale = self.recorded
 
     def after_load(self, steps: Iterable[int]) -> None:
         """A state dict was loaded: its count and lrs go to the device (a device schedule stops)."""

@@ -32,6 +32,13 @@ def _push_constants(hyper: Mapping[str, Any], step: int) -> Sequence[float]:
     return (hyper["lr"], beta1, 1.0 - beta1, beta2, 1.0 - beta2, hyper["weight_decay"])
 
 
+def _capturable_constants(hyper: Mapping[str, Any]) -> Sequence[float]:
+    # A captured step (capturable=True) reads the lr from the device's clock when it runs
+    # (glsl/lion.comp): the rest stays constant from step to step, and slot 0 is left at zero.
+    beta1, beta2 = (float(b) for b in hyper["betas"])
+    return (0.0, beta1, 1.0 - beta1, beta2, 1.0 - beta2, hyper["weight_decay"])
+
+
 def lion_reference(param, grad, state, hyper, step) -> None:  # type: ignore[no-untyped-def]
     """Lion in float64, in place (the same order as glsl/lion.comp)."""
     lr, wd = float(hyper["lr"]), float(hyper["weight_decay"])
@@ -51,6 +58,7 @@ LION = vk_adam.UpdateRule(
     push_constants=_push_constants,
     reference=lion_reference,
     validate=_validate,
+    capturable_constants=_capturable_constants,  # declares captured steps (capturable=True)
     description="Lion (Chen et al. 2023): sign of an interpolated momentum",
 )
 
