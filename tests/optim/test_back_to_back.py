@@ -130,6 +130,7 @@ def test_a_new_sequence_is_checked_after_steps_recorded_into_another(rng, kp_man
     w = mgr.tensor(rng.standard_normal(64).astype(np.float32))
     upload(mgr, w, w.data().copy())
     with vk_adam.Adam([w], lr=1e-2, manager=mgr) as opt:
+        opt.grad_buffer()  # the application writes the gradients there
         seq = mgr.sequence()
         for _ in range(3):
             opt.record_step(seq)
@@ -183,6 +184,7 @@ def test_an_unwritten_param_is_refused_until_it_is_written(rng, kp_manager):
     mgr = kp_manager
     w = mgr.tensor(rng.standard_normal(32).astype(np.float32))  # never uploaded
     with vk_adam.Adam([w], lr=1e-2, manager=mgr) as opt:
+        opt.grad_buffer()  # the application writes the gradients there
         seq = mgr.sequence()
         for _ in range(2):  # refused each time, not once
             with pytest.raises(ValueError, match="param 0 of group 0 is a kp tensor whose device memory"):
@@ -202,6 +204,7 @@ def test_an_upload_between_recorded_steps_warns(rng, kp_manager):
     w = mgr.tensor(rng.standard_normal(64).astype(np.float32))
     upload(mgr, w, w.data().copy())
     with vk_adam.Adam([w], lr=1e-2, manager=mgr) as opt:
+        opt.grad_buffer()  # the application writes the gradients there
         seq = mgr.sequence()
         with warnings.catch_warnings():
             warnings.simplefilter("error")

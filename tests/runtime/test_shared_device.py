@@ -323,7 +323,7 @@ def _fronts(rng: np.random.Generator, dev: Any) -> dict[str, Any]:
         opt = vk_adam.AdamW([t], manager=dev.manager)
         seq = dev.manager.sequence()
         seq.record(kp_module().OpTensorSyncDevice([t]))  # the app uploads its buffer first
-        opt.record_step(seq)
+        opt.record_step(seq, [opt.grad_buffer()])
         seq.eval()
         seq.destroy()
         opt.close()
