@@ -397,7 +397,11 @@ def _not_capturable(rule: vk_adam.UpdateRule) -> vk_adam.UpdateRule:
             ValueError,
             "rule 'adamw_push_only' does not declare captured steps",
         ),
-        (lambda mgr, p: vk_adam.AdamW([p], manager=mgr, capturable=1), TypeError, "capturable must be True or False"),
+        (
+            lambda mgr, p: vk_adam.AdamW([p], manager=mgr, capturable=1),
+            TypeError,
+            "capturable must be True or False",
+        ),
     ],
 )
 def test_refusals_before_anything_is_built(rng, kp_manager, make: Callable[..., Any], error, match):

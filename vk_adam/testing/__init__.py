@@ -31,6 +31,7 @@ from ._compare import RuleConformanceError
 from ._compare import nonfinite_detail as _nonfinite_detail
 from ._float32 import check_float32, check_skip_flag
 from ._format_check import FORMAT_CHECK_SIZE, FormatCheck
+from ._replay import check_replay
 
 __all__ = [
     "DEFAULT_SEED",
@@ -120,7 +121,10 @@ def check_rule(
     clipping) may flip an element whose input rounds across the edge in float32; up to
     ``allowed_mismatch_fraction`` of the elements (at least one) may differ for that reason.
     Also checks that the shader honours the skip flag (binding 2), the registration rules,
-    and that ``reference`` does not modify ``grad`` (it gets a read-only array).
+    and that ``reference`` does not modify ``grad`` (it gets a read-only array). A rule that
+    declares captured steps (``capturable_constants``) is also replayed: ``steps`` evaluations
+    of one recorded step (``capturable=True``) must each be the reference's next step, from the
+    GPU's last values, with the device's step count and an lr changed between evaluations.
 
     Then, for each storage format of ``formats`` (default :data:`FORMAT_CASES`: every pairing
     of param and state dtype, 16-bit params with a master copy and with stochastic rounding), the same
@@ -160,6 +164,11 @@ def check_rule(
                     worst = max(worst, where.run(check_float32, *args))
                     rng = _check_rng(s, "skip", n, overrides)
                     where.run(check_skip_flag, rule, manager, overrides, n, rng)
+                    if rule.capturable:  # N evaluations of one recording are N steps
+                        cases += 1
+                        rng = _check_rng(s, "replay", n, overrides)
+                        args = (rule, runtime, overrides, n, steps, rtol, allowed_mismatch_fraction, rng)
+                        worst = max(worst, where.run(check_replay, *args))
             for overrides in tested:
                 variant = rule.select_variant({**rule.defaults, **overrides})
                 for case in formats:

@@ -13,7 +13,7 @@ from .._rules import UpdateRule
 from ._compare import FLOAT32_NONFINITE_HINT, RuleConformanceError, check_close, nonfinite_detail
 
 
-def _state_before(
+def state_before(
     rule: UpdateRule, options: Mapping[str, Any], saved: Mapping[str, Any], n: int
 ) -> dict[str, Any]:
     """The state the step starts from, in float64: the GPU's, or each buffer's initial value."""
@@ -25,7 +25,7 @@ def _state_before(
     }
 
 
-def _reference_step(
+def reference_step(
     rule: UpdateRule, ref: Any, g: Any, state: dict[str, Any], options: Mapping[str, Any], step: int
 ) -> None:
     """The reference's step on a read-only gradient (callers such as benchmarks and the demo
@@ -61,13 +61,13 @@ def check_float32(
     p = rng.standard_normal(n).astype(np.float32)
     with Optimizer([{"params": [p], **overrides}], rule, manager=manager) as opt:
         for step in range(1, steps + 1):
-            state = _state_before(rule, options, opt.state_dict(), n)
+            state = state_before(rule, options, opt.state_dict(), n)
             ref = p.astype(np.float64)
             start_param = ref.reshape(-1).copy()
             start_state = {k: v.copy() for k, v in state.items()}
             g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
             opt.step([g])
-            _reference_step(rule, ref, g, state, options, step)
+            reference_step(rule, ref, g, state, options, step)
             after = opt.state_dict()["state"][0]
             # (name, GPU result, reference result, value before the step)
             pairs = [("param", p.reshape(-1), ref, start_param)]
