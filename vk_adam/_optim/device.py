@@ -285,8 +285,9 @@ class DeviceGroups:
             if self.clipper is not None:
                 ops += self.clipper.finish_ops(self.max_norm)
             # The host reads the verdict after the wait; the update dispatches read the status
-            # (verdict, gradient scale) on the GPU.
-            if self.skip_nonfinite:
+            # (verdict, gradient scale) on the GPU. A captured step's host learns it from the
+            # step count instead (the device clears the flag after the step; stepping.py).
+            if self.skip_nonfinite and self.clock is None:
                 ops.append(self.status_download)
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
