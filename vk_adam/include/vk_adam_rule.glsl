@@ -158,18 +158,17 @@ float vk_adam_lr() { return vk_adam_clock_lr; }
 
 // 1 - base^t for 0 < base < 1, from log_base = ln(base) (the host's, float64 rounded once): a
 // bias correction. 1 - pow(base, t) in float32 would lose the digits that matter (1 - 0.999 keeps
-// 4 of them); the series of -expm1(t * ln base) keeps float32's relative precision.
+// 4 of them); the series of -expm1(t * ln base) keeps float32's relative precision. Both forms
+// are computed and one selected: no branch on a value read from memory, so the clock's loads
+// overlap the step's first loads of its tile.
 float vk_adam_one_minus_pow(float log_base, uint t) {
     const float x = float(t) * log_base;
-    if (x < -0.5) {
-        return 1.0 - exp(x);
-    }
     // -expm1(x) = -x (1 + x/2 (1 + x/3 (1 + ... (1 + x/10)))), |x| <= 0.5: |term| < 3e-10
     float e = 1.0;
     [[unroll]] for (int k = 10; k >= 2; k--) {
         e = 1.0 + x / float(k) * e;
     }
-    return -x * e;
+    return mix(-x * e, 1.0 - exp(x), x < -0.5);
 }
 
 // cos(x) to float32 precision for any x >= 0 (GLSL's cos guarantees only 2^-11 absolute): reduced
@@ -177,7 +176,7 @@ float vk_adam_one_minus_pow(float log_base, uint t) {
 float vk_adam_cos(float x) {
     const float two_pi = 6.28318530717958648;
     x = x - two_pi * floor(x / two_pi);
-    if (x > 3.14159265358979324) x = two_pi - x;
+    x = mix(x, two_pi - x, x > 3.14159265358979324);
     const float y = x - 1.57079632679489662;
     const float y2 = y * y;
     float s = 1.0;
@@ -188,31 +187,29 @@ float vk_adam_cos(float x) {
 }
 
 // The lr of the group for step `step` from its clock words: vk_adam.schedules' formulas, in
-// the same order, of the schedule's own step (step - origin).
+// the same order, of the schedule's own step (step - origin). Every formula is computed and the
+// kind's selected (mix with a bool is a select: a formula not taken cannot leak a NaN), with no
+// branch on the words read, as above.
 float vk_adam_scheduled_lr(uint step) {
     const uint g = VK_ADAM_CLOCK_GROUP;
     const float lr = uintBitsToFloat(vk_adam_clock_words[g]);
     const uint kind = vk_adam_clock_words[g + 1u];
-    if (kind == VK_ADAM_SCHEDULE_NONE) return lr;
     const float warmup = float(vk_adam_clock_words[g + 2u]);
     const float total = float(vk_adam_clock_words[g + 3u]);
     const float s = float(max(int(step) - int(vk_adam_clock_words[g + 4u]), 0));
-    const float a = uintBitsToFloat(vk_adam_clock_words[g + 5u]);
-    const float b = uintBitsToFloat(vk_adam_clock_words[g + 6u]);
-    float f;
-    if (kind == VK_ADAM_SCHEDULE_LINEAR_WARMUP) {  // a: start factor
-        f = s >= warmup ? 1.0 : a + (1.0 - a) * s / warmup;
-    } else if (s < warmup) {
-        f = s / max(1.0, warmup);
-    } else if (kind == VK_ADAM_SCHEDULE_CONSTANT) {
-        f = 1.0;
-    } else if (kind == VK_ADAM_SCHEDULE_LINEAR_DECAY) {
-        f = max(0.0, (total - s) / max(1.0, total - warmup));
-    } else {  // cosine; a: cycles, b: the final ratio
-        const float progress = (s - warmup) / max(1.0, total - warmup);
-        const float c = 0.5 * (1.0 + vk_adam_cos(3.14159265358979324 * a * 2.0 * progress));
-        f = max(0.0, c * (1.0 - b) + b);
-    }
+    const float a = uintBitsToFloat(vk_adam_clock_words[g + 5u]);  // start factor, or cycles
+    const float b = uintBitsToFloat(vk_adam_clock_words[g + 6u]);  // the cosine's final ratio
+    const float ramp = s / max(1.0, warmup);
+    const float start = a + (1.0 - a) * s / max(1.0, warmup);
+    const float linear = max(0.0, (total - s) / max(1.0, total - warmup));
+    const float progress = (s - warmup) / max(1.0, total - warmup);
+    const float c = 0.5 * (1.0 + vk_adam_cos(3.14159265358979324 * a * 2.0 * progress));
+    const float cosine = max(0.0, c * (1.0 - b) + b);
+    float f = mix(cosine, linear, kind == VK_ADAM_SCHEDULE_LINEAR_DECAY);
+    f = mix(f, 1.0, kind == VK_ADAM_SCHEDULE_CONSTANT);
+    f = mix(f, ramp, s < warmup);
+    f = mix(f, mix(start, 1.0, s >= warmup), kind == VK_ADAM_SCHEDULE_LINEAR_WARMUP);
+    f = mix(f, 1.0, kind == VK_ADAM_SCHEDULE_NONE);
     return lr * f;
 }
 
