@@ -33,7 +33,7 @@ class Adam(Optimizer):
     ``weight_decay`` is L2 (added to the gradient) unless ``decoupled_weight_decay=True``.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
     ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
-    ``device_params``): see
+    ``device_params``, ``capturable``): see
     :class:`vk_adam.Optimizer`.
     """
 
@@ -70,7 +70,7 @@ class AdamW(Optimizer):
     as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
     ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
-    ``device_params``): see
+    ``device_params``, ``capturable``): see
     :class:`vk_adam.Optimizer`.
     """
 
@@ -103,7 +103,7 @@ class SGD(Optimizer):
     """SGD with momentum, dampening, Nesterov, weight decay and maximize: torch.optim.SGD.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
     ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
-    ``device_params``): see
+    ``device_params``, ``capturable``): see
     :class:`vk_adam.Optimizer`.
     """
 

@@ -67,7 +67,8 @@ DEFAULT_SEED = 0
 class ConformanceReport:
     """What :func:`check_rule` ran: ``cases`` (hyperparameter settings x sizes, plus settings x
     formats, for each seed), the shader variants and hyperparameter overrides covered, the
-    worst agreeing error, and the seeds the inputs came from."""
+    worst agreeing error, the seeds the inputs came from, and ``replays``: how many of the
+    float32 cases (settings x sizes) were also replayed as captured steps (rules that declare it)."""
 
     rule: str
     cases: int
@@ -75,6 +76,7 @@ class ConformanceReport:
     variants: tuple[str, ...] = ()  # the shader variants the checks ran, in order
     hyper: tuple[Mapping[str, Any], ...] = ()  # the overrides tested, each over the defaults
     seeds: tuple[int, ...] = ()  # the seeds of the inputs, in order
+    replays: int = 0  # replay checks run besides the cases (rules that declare captured steps)
 
 
 def _default_hyper(rule: UpdateRule) -> list[Mapping[str, Any]]:
@@ -151,7 +153,7 @@ def check_rule(
     replay = _Replay(rule, steps, rtol, allowed_mismatch_fraction)
     try:
         tested = list(_default_hyper(rule) if hyper is None else hyper)
-        worst, cases, variants = 0.0, 0, []
+        worst, cases, variants, replays = 0.0, 0, [], 0
         for s in seeds:
             for overrides in tested:
                 variant = rule.select_variant({**rule.defaults, **overrides})
@@ -165,7 +167,7 @@ def check_rule(
                     rng = _check_rng(s, "skip", n, overrides)
                     where.run(check_skip_flag, rule, manager, overrides, n, rng)
                     if rule.capturable:  # N evaluations of one recording are N steps
-                        cases += 1
+                        replays += 1
                         rng = _check_rng(s, "replay", n, overrides)
                         args = (rule, runtime, overrides, n, steps, rtol, allowed_mismatch_fraction, rng)
                         worst = max(worst, where.run(check_replay, *args))
@@ -180,7 +182,7 @@ def check_rule(
     finally:
         runtime.close()
     return ConformanceReport(
-        rule.name, cases, worst, tuple(variants), tuple(dict(h) for h in tested), tuple(seeds)
+        rule.name, cases, worst, tuple(variants), tuple(dict(h) for h in tested), tuple(seeds), replays
     )
 
 
