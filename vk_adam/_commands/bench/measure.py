@@ -3,7 +3,9 @@
 vk-adam on Vulkan goes through the runtime (``Runtime``; only ``vk_adam._runtime`` calls kp),
 here; the peers are the float64 NumPy reference, torch on the CPU and torch on CUDA, in
 ``peer_steps`` (re-exported here). Each returns a ``Result`` (``timing``);
-``vk_adam._commands.bench.report`` turns them into the report.
+``vk_adam._commands.bench.report`` turns them into the report. The plain vk-adam run also
+measures captured steps (``capturable=True``, ``captured_figures``): what the device's step
+clock costs the step, and one recording of N steps evaluated again and again.
 """
 
 from __future__ import annotations
@@ -273,6 +275,9 @@ def bench_vk(
             handle.wait()
 
         asynchronous = timeit(async_steps, 3, 1)
+        extra: dict[str, Any] = {}
+        if not per_tensor and clip is None:
+            extra = _captured_beside(rt, opt, params, grads, args)
         return Result(
             case.name,
             ("vk-adam per-tensor" if per_tensor else "vk-adam") + (" clip" if clip else ""),
@@ -287,12 +292,120 @@ def bench_vk(
                 "back_to_back_overlapped_ms": median_ms(overlapped) / n_steps,
                 "record_step_us": median_ms(record) * 1e3,
                 "async_issue_ms": median_ms(issue),
+                **extra,
             },
         )
     finally:
         opt.close()
         for t in params:
             rt.free_buffer(t)
+
+
+def _captured_beside(
+    rt: Runtime, plain: Any, params: list[Any], grads: list[Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """``captured_figures`` for a capturable optimizer made on ``plain``'s params, its gradients
+    a copy of ``grads`` (the same values: the two steps do the same work). A failure (a kp
+    without vk-adam's patches cannot run captured steps) is a note: the row keeps its other
+    figures."""
+    from ..._optim import Optimizer
+
+    try:
+        captured = Optimizer(
+            params, "adamw", manager=rt.manager, zero_grad=False, profile=True, lr=1e-4, capturable=True
+        )
+    except Exception as exc:
+        return {"captured_note": f"no captured steps: {type(exc).__name__}: {exc}"}
+    try:
+        own = [captured.grad_buffer(0, i) for i in range(len(params))]
+        for mine, theirs in zip(own, grads, strict=True):
+            host_view(mine)[:] = host_view(theirs)  # the host copy of what was uploaded
+        rt.run([rt.upload_op(own)])
+        figures = captured_figures(rt, plain, captured, args)
+        if figures["captured_steps_counted"] != figures["captured_steps_run"]:
+            figures["captured_note"] = (
+                f"the device counted {figures['captured_steps_counted']} captured steps of "
+                f"{figures['captured_steps_run']} run"
+            )
+        return figures
+    except Exception as exc:  # the push-constant figures above stand on their own
+        return {"captured_note": f"captured steps failed: {type(exc).__name__}: {exc}"}
+    finally:
+        captured.close()
+
+
+def captured_figures(rt: Runtime, plain: Any, captured: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Captured steps beside push-constant ones, on the same params and gradients: ``plain`` a
+    push-constant optimizer, ``captured`` one made with ``capturable=True`` whose gradients were
+    given (``grad_buffer()`` taken and written). Neither may have steps in flight. Returns:
+
+    * ``captured_gpu_ms``, ``captured_push_gpu_ms``, ``clock_cost_ratio``: GPU ms (Vulkan
+      timestamps around the update dispatches, as the step table's GPU ms) of a synchronous
+      captured step, which reads its count and lr from the device's clock and advances it, and
+      of ``plain``'s push-constant step, timed alternately in one loop (so both run at the same
+      GPU clock), medians; the ratio is captured over push-constant (> 1: the clock costs).
+    * ``replay_steps``, ``replay_ms``: one recording of ``replay_steps`` (``--steps-per-batch``)
+      captured steps, recorded once, then evaluated repeatedly (each evaluation submit and
+      wait): wall ms per step, median over evaluations. Nothing is recorded in the clock.
+    * ``replay_over_captured_gpu``: ``replay_ms`` over ``captured_gpu_ms``, the step's own GPU
+      time (1.0: replay adds nothing to the step's GPU time; < 1 can happen where the GPU's
+      clock rises under the sustained load of a replay).
+    * ``replay_single_ms``: one captured step recorded once, its sequence evaluated repeatedly
+      (the Kompute idiom: record once, evaluate in a loop), wall ms per evaluation.
+    * ``captured_steps_run``, ``captured_steps_counted``: the steps ``captured`` ran here (every
+      evaluation of a recording of N steps is N steps) and the device's count after them.
+    """
+    plain_profile = plain.profile
+    plain.profile = captured.profile = True
+    run = 0
+    try:
+        for _ in range(args.warmup):
+            plain.step()
+            captured.step()
+        run += args.warmup
+        push_gpu: list[float] = []
+        captured_gpu: list[float] = []
+        for _ in range(args.repeats):
+            plain.step()
+            captured.step()
+            assert plain.last_gpu_seconds is not None and captured.last_gpu_seconds is not None
+            push_gpu.append(plain.last_gpu_seconds)
+            captured_gpu.append(captured.last_gpu_seconds)
+        run += args.repeats
+    finally:
+        plain.profile = plain_profile
+        captured.profile = False
+    n_steps = args.steps_per_batch
+    sequence = rt.new_sequence()
+    try:
+        # Recorded once: every evaluation of the sequence is n_steps more steps on the clock.
+        for _ in range(n_steps):
+            captured.record_step(sequence)
+        evaluations = max(3, args.repeats // 5)  # as many as the back-to-back figure's batches
+        replay = timeit(lambda: rt.evaluate(sequence), evaluations, 1)
+        run += n_steps * (evaluations + 1)
+        rt.rerecord(sequence, [])
+        captured.record_step(sequence)
+        single = timeit(lambda: rt.evaluate(sequence), args.repeats, args.warmup)
+        run += args.repeats + args.warmup
+    finally:
+        rt.free_sequence(sequence)
+    # One more synchronous step: its number is the device's count before it, plus one.
+    counted = captured.step().step
+    run += 1
+    captured_ms, push_ms = median_ms(captured_gpu), median_ms(push_gpu)
+    replay_ms = median_ms(replay) / n_steps
+    return {
+        "captured_gpu_ms": captured_ms,
+        "captured_push_gpu_ms": push_ms,
+        "clock_cost_ratio": captured_ms / push_ms,
+        "replay_steps": n_steps,
+        "replay_ms": replay_ms,
+        "replay_over_captured_gpu": replay_ms / captured_ms,
+        "replay_single_ms": median_ms(single),
+        "captured_steps_run": run,
+        "captured_steps_counted": counted,
+    }
 
 
 __all__ = [
@@ -303,6 +416,7 @@ __all__ = [
     "bench_torch_cpu",
     "bench_torch_cuda",
     "bench_vk",
+    "captured_figures",
     "copy_seconds",
     "cuda_copy_bandwidth",
     "overlapped_steps",

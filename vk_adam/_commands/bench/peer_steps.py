@@ -1,6 +1,7 @@
 """The peers' measurements: one AdamW step of one case with the float64 NumPy reference,
-torch on the CPU and torch on CUDA, timed, and CUDA's copy bandwidth. ``measure`` (the Vulkan
-side) re-exports them, so the bench imports every measurement from there."""
+torch on the CPU and torch on CUDA (launched, and replayed from a CUDA graph), timed, and
+CUDA's copy bandwidth. ``measure`` (the Vulkan side) re-exports them, so the bench imports every
+measurement from there."""
 
 from __future__ import annotations
 
@@ -113,10 +114,68 @@ def bench_torch_cuda(case: Case, args: argparse.Namespace, clip: float | None = 
             opt.step()
         torch.cuda.synchronize()
         pipe.append((time.perf_counter() - t0) / n)
+    graph: dict[str, Any]
+    try:
+        graph = cuda_graph_figures(params, clip, n, max(3, args.repeats // 5), args.warmup)
+    except Exception as exc:  # the launched figures above stand on their own
+        graph = {"graph_note": f"CUDA graph failed: {type(exc).__name__}: {exc}"}
     return Result(
         case.name,
         "torch-cuda-fused" + (" clip" if clip else ""),
         gpu_ms=gpu_ms,
         sync_wall_ms=median_ms(wall),
         pipelined_ms=median_ms(pipe),
+        extra=graph,
     )
+
+
+def cuda_graph_figures(
+    params: list[Any], clip: float | None, steps: int, repeats: int, warmup: int
+) -> dict[str, float]:
+    """torch's fastest way to run its step: a new ``AdamW(fused=True, capturable=True)`` on
+    ``params`` (CUDA tensors with their gradients set), one step (after ``clip_grad_norm_``
+    with ``clip``) captured in a CUDA graph, the graph replayed ``steps`` times back to back then
+    one sync, ``repeats`` times (the pattern of the demo's ``torch_graph_trainer``). Returns
+    ``graph_replay_ms`` (wall ms per step) and ``graph_gpu_ms`` (CUDA events around the replays,
+    ms per step), medians; ``graph_steps_run`` and ``graph_steps_counted``: the steps run and
+    the optimizer's count after them (equal: every replay was a step)."""
+    import torch
+
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True, capturable=True)
+
+    def step() -> None:
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        opt.step()
+
+    # Warm up on a side stream (the optimizer makes its state there, as capture requires).
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(warmup):
+        graph.replay()
+    torch.cuda.synchronize()
+    wall, gpu = [], []
+    start, end = _cuda_event(), _cuda_event()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(steps):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        wall.append((time.perf_counter() - t0) / steps)
+        gpu.append(start.elapsed_time(end) * 1e-3 / steps)
+    return {
+        "graph_replay_ms": median_ms(wall),
+        "graph_gpu_ms": median_ms(gpu),
+        # what ran eagerly, then every replay (the capture itself runs nothing), and torch's count
+        "graph_steps_run": 3 + warmup + repeats * steps,
+        "graph_steps_counted": int(opt.state[params[0]]["step"].item()),
+    }

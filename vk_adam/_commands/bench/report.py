@@ -1,6 +1,7 @@
 """The report: ``build_report`` (per case and backend: the figures, effective bandwidth, and the
-peers' ratios to vk-adam), and ``render``, which writes ``bench.json``, the Markdown table
-``bench.md`` and the plot ``bench.png``."""
+peers' ratios to vk-adam), and ``render``, which writes ``bench.json``, the Markdown tables
+``bench.md`` (the step against its peers; captured steps and their replay) and the plot
+``bench.png``."""
 
 from __future__ import annotations
 
@@ -73,6 +74,19 @@ def build_report(cases: list[Case], results: list[Result], meta: dict[str, Any])
                     if a and b:
                         ratios[metric] = b / a  # > 1: vk-adam is faster
                 row["peer_over_vk_adam"] = ratios
+                replay = ours.extra.get("replay_ms")
+                if replay and backend == "torch-cuda-fused":
+                    # torch's back-to-back steps (launched; replayed from a CUDA graph) against
+                    # vk-adam's one recording of captured steps evaluated again and again (both
+                    # unclipped: the clipped rows have no replay of their own)
+                    row["peer_over_vk_adam_replay"] = {
+                        k: v / replay
+                        for k, v in (
+                            ("pipelined_ms", r.pipelined_ms),
+                            ("graph_replay_ms", r.extra.get("graph_replay_ms")),
+                        )
+                        if v
+                    }
             entry["results"][backend] = row
         by_case[case.name] = entry
     return {"meta": meta, "cases": by_case}
@@ -131,7 +145,66 @@ def format_table(report: dict[str, Any]) -> str:
                 f"{_fmt(row.get('async_step_ms'))} | {_fmt(host_us)} | "
                 f"{ratio_text if backend != 'vk-adam' else ''}{(' ' + row['note']) if row['note'] else ''} |"
             )
-    return "\n".join(lines)
+    return "\n".join(lines + format_captured_table(report))
+
+
+#: What the captured-steps table's figures mean, printed above it.
+CAPTURED_LEGEND = (
+    "Captured steps (`capturable=True`: the step count and lr live on the device, so one recording "
+    "may be evaluated any number of times), vk-adam's flat buffer. GPU ms push / captured: Vulkan "
+    "timestamps around the update dispatches of a synchronous step, push-constant and captured, "
+    "timed alternately in one loop; clock cost = captured / push (> 1: the clock costs). replay: "
+    "one recording of N captured steps (N = --steps-per-batch), recorded once, evaluated "
+    "repeatedly (submit and wait each), wall ms per step; replay / GPU = replay ms per step over the "
+    "captured step's own GPU ms. one-step replay: one captured step recorded once, evaluated "
+    "repeatedly, wall ms per evaluation. torch (CUDA): fused AdamW launched back to back (ms/step), "
+    "and fused AdamW with capturable=True, one step captured in a CUDA graph and replayed back to "
+    "back (wall ms/step; GPU ms/step by CUDA events); torch / replay > 1: vk-adam's replay is faster."
+)
+
+
+def format_captured_table(report: dict[str, Any]) -> list[str]:
+    """The captured-steps table (lines to append), or nothing for a report with neither its
+    figures nor a note on why they are missing (a bench.json from before captured steps)."""
+    rows = [
+        (name, entry, entry["results"].get("vk-adam", {}), entry["results"].get("torch-cuda-fused", {}))
+        for name, entry in report["cases"].items()
+    ]
+    if not any("captured_gpu_ms" in ours or "captured_note" in ours for _, _, ours, _ in rows):
+        return []
+    lines = [
+        "",
+        "## Captured steps and replay",
+        "",
+        CAPTURED_LEGEND,
+        "",
+        "| case | GPU ms push | GPU ms captured | clock cost | replay ms/step (N) | replay / GPU | "
+        "one-step replay ms | torch b2b ms/step | torch graph ms/step (GPU ms) | torch b2b / replay | "
+        "torch graph / replay |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry, ours, torch in rows:
+        ratios = torch.get("peer_over_vk_adam_replay", {})
+        notes = [n for n in (ours.get("captured_note"), torch.get("graph_note")) if n]
+        graph = torch.get("graph_replay_ms")
+        lines.append(
+            f"| {name} ({entry['tensors']} t, {entry['elements'] / 1e6:.1f}M) | "
+            f"{_fmt(ours.get('captured_push_gpu_ms'))} | {_fmt(ours.get('captured_gpu_ms'))} | "
+            f"{_ratio(ours.get('clock_cost_ratio'))} | {_fmt(ours.get('replay_ms'))}"
+            f"{' (' + str(ours['replay_steps']) + ')' if 'replay_steps' in ours else ''} | "
+            f"{_ratio(ours.get('replay_over_captured_gpu'))} | {_fmt(ours.get('replay_single_ms'))} | "
+            f"{_fmt(torch.get('pipelined_ms'))} | "
+            f"{_fmt(graph)}{' (' + _fmt(torch['graph_gpu_ms']) + ')' if graph else ''} | "
+            f"{_ratio(ratios.get('pipelined_ms'))} | {_ratio(ratios.get('graph_replay_ms'))}"
+            f"{(' ' + '; '.join(notes)) if notes else ''} |"
+        )
+    if not report["meta"].get("cuda_device"):
+        lines += ["", "torch columns: skipped, CUDA is not available on this machine."]
+    return lines
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}x"
 
 
 def plot_report(report: dict[str, Any], path: Path) -> None:
