@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+from pathlib import Path
+from types import FrameType
+
+#: This package's folder: frames from files below it are vk-adam's own.
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` naming the first line outside vk-adam on the stack: the application's
+    call that led here (a fixed stacklevel would name a line of the library whenever the
+    call goes through one more function)."""
+    level = 2
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
 
 class VkAdamError(RuntimeError):
     """Base class of vk-adam's runtime errors (bad *arguments* raise ValueError/TypeError)."""

@@ -5,21 +5,17 @@ reader of vk-adam's integer environment variables (the tuning knobs)."""
 from __future__ import annotations
 
 import os
-import warnings
+
+from ._errors import warn_at_caller
 
 
-def convert_float_or_refuse(
-    what: str, dtype: object, is_float: bool, *, stacklevel: int, to: str = "float32"
-) -> None:
+def convert_float_or_refuse(what: str, dtype: object, is_float: bool, *, to: str = "float32") -> None:
     """The dtype rule for a gradient that is not of its param's dtype ``to``: another float
-    dtype is converted (the caller converts it) with a warning; anything else is a TypeError.
-    ``stacklevel`` is the caller's, as for ``warnings.warn``."""
+    dtype is converted (the caller converts it) with a warning at the application's line; anything
+    else is a TypeError."""
     if not is_float:
         raise TypeError(f"{what} has dtype {dtype}; expected {to}")
-    warnings.warn(
-        f"{what} is {dtype}; converting to {to} (pass {to} to avoid the copy)",
-        stacklevel=stacklevel + 1,
-    )
+    warn_at_caller(f"{what} is {dtype}; converting to {to} (pass {to} to avoid the copy)")
 
 
 def env_int(name: str, default: int, allowed: tuple[int, ...] | None = None) -> int:

@@ -44,6 +44,10 @@
 #             (as in scale; ZERO=0 leaves it out)
 #   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
 #             largest steps of scale, without zero/
+#   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
+#             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
+#             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
+#             vk-adam bench --cases train
 # zero_orders.py (host waits against a timeline semaphore in whole ZeRO-1 steps) runs by hand.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -58,8 +62,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose|boundaries) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose, boundaries)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose|boundaries|captured) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose, boundaries, captured)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -172,6 +176,22 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
     timeout "${EXCLUSIVE_SECONDS:-260}" "$PYTHON" -m pytest --vk-validation -p no:xdist -m exclusive tests \
       plugins/vk-adam-lion/tests -p no:cacheprovider -q > "$OUT/suite-exclusive.txt" 2>&1
     echo "exclusive rc=$? in $(( $(date +%s) - start )) s"; tail -8 "$OUT/suite-exclusive.txt"
+    exit 0;;
+  captured)
+    # at most 8 files come back from the device tool: gpu.csv, tests.txt (info first), bench.log
+    # (both benches), bench/ (bench.json, .md, .png; train.json, .md)
+    { "$PYTHON" -m vk_adam info; echo; } > "$OUT/tests.txt" 2>&1; grep -A3 "^\*" "$OUT/tests.txt" | head -8
+    start=$(date +%s)
+    # shellcheck disable=SC2046
+    timeout "${TESTS_SECONDS:-150}" "$PYTHON" -m pytest --vk-validation -n 4 $(tests_named test_capturable \
+      test_capturable_rules test_back_to_back test_resident_demo test_bench_captured) plugins/vk-adam-lion/tests \
+      -p no:cacheprovider -q >> "$OUT/tests.txt" 2>&1
+    echo "tests rc=$? in $(( $(date +%s) - start )) s"; tail -6 "$OUT/tests.txt"
+    timeout "${BENCH_SECONDS:-260}" "$PYTHON" -m vk_adam bench --cases auto --repeats 20 --warmup 3 \
+      --cpu-max-elements 0 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+    echo "bench rc=$?"; sed -n '/^| case/,$p' "$OUT/bench.log" | tail -40
+    timeout "${TRAIN_SECONDS:-100}" "$PYTHON" -m vk_adam bench --cases train --out "$OUT/bench" >> "$OUT/bench.log" 2>&1
+    echo "train rc=$?"; tail -12 "$OUT/bench.log"
     exit 0;;
   rest)
     # shellcheck disable=SC2046

@@ -221,10 +221,9 @@ def prepare_grads(
             if g.shape != slot.shape and not (not group.host_mode and g.size == slot.size):
                 raise ValueError(f"grad for {name} has shape {g.shape}; the param has shape {slot.shape}")
             if g.dtype != want:
-                # stacklevel: this function, Optimizer.step, the caller of step()
                 is_float = np.issubdtype(g.dtype, np.floating) or fmt.dtype_name(g.dtype) is not None
                 param_dtype = getattr(group, "param_dtype", "float32")
-                convert_float_or_refuse(f"grad for {name}", g.dtype, is_float, stacklevel=3, to=param_dtype)
+                convert_float_or_refuse(f"grad for {name}", g.dtype, is_float, to=param_dtype)
                 g = g.astype(want)
             prepared.append(g)
         out.append(prepared)

@@ -9,14 +9,13 @@ runtime runs, submits or records them, the counts advance).
 from __future__ import annotations
 
 import time
-import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .._errors import LostUpdateWarning
+from .._errors import LostUpdateWarning, warn_at_caller
 from .._rules import UpdateRule
 from .._runtime import Runtime, device_of, element_count, host_view, refuse_unwritten, uploads_of
 from .captured import CapturedSteps
@@ -234,14 +233,13 @@ class Stepper:
                 continue
             self._warned.add((gi, pi))
             where = f" of param group {gi}" if len(self._groups) > 1 else ""
-            warnings.warn(
+            warn_at_caller(
                 f"param {pi}{where} (a kp tensor) was uploaded from its host copy "
                 f"(OpTensorSyncDevice) {count - before} time(s) since step {self._groups[gi].step}: "
                 "each upload overwrote the device memory the optimizer updated, so that update is "
                 "lost. Upload a param once, before the first step, and read it back with "
                 "OpTensorSyncLocal (docs/usage.md, 'A Kompute-style training loop')",
                 LostUpdateWarning,
-                stacklevel=4,
             )
 
     def _refuse_ungiven_grads(self) -> None:

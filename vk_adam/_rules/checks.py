@@ -8,11 +8,10 @@ reaches the device. This module knows nothing of plugins or pluggy.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from typing import Any
 
-from .._errors import PortabilityWarning, RuleRegistrationError, ShaderMissingError
+from .._errors import PortabilityWarning, RuleRegistrationError, ShaderMissingError, warn_at_caller
 from .rule import (
     MAX_PUSH_CONSTANT_BYTES,
     MAX_RULE_SPEC_CONSTANTS,
@@ -123,13 +122,12 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
             "hyper_count match the shader's VK_ADAM_HYPER_COUNT"
         )
     if push_bytes > MAX_PUSH_CONSTANT_BYTES:
-        warnings.warn(
+        warn_at_caller(
             f"{where}: {push_bytes} bytes of push constants exceed the {MAX_PUSH_CONSTANT_BYTES} "
             "bytes every Vulkan device guarantees: devices whose maxPushConstantsSize is smaller "
             "(lavapipe, many mobile GPUs) refuse the rule. Move fixed values to specialization "
             "constants to run everywhere",
             PortabilityWarning,
-            stacklevel=2,
         )
     _check_subgroup_variant(where, variant, interface)
     return interface

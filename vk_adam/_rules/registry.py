@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 
 import pluggy
 
-from .._errors import RuleRegistrationError
+from .._errors import RuleRegistrationError, warn_at_caller
 from . import builtin as _builtin_rules
 from . import hookspecs as _hookspecs
 from .checks import check_rule_object, remember_checked
@@ -105,8 +104,7 @@ def _names(given: Iterable[str], argument: str, env: str) -> dict[str, str]:
 
 
 def _warn(message: str) -> None:
-    # stacklevel 3: the caller of load_registry (through this helper).
-    warnings.warn(message, PluginLoadWarning, stacklevel=3)
+    warn_at_caller(message, PluginLoadWarning)  # the application's line that loaded the registry
 
 
 def load_registry(

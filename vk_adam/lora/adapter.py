@@ -353,7 +353,7 @@ def _grad_array(key: str, value: Any, shape: tuple[int, int], dtype: str) -> Arr
             raise ValueError(f"gradient for {key} has shape {tuple(value.shape)}; expected {shape}")
         if value.dtype != getattr(torch, dtype):
             is_float = value.is_floating_point()
-            convert_float_or_refuse(f"gradient for {key}", value.dtype, is_float, stacklevel=4, to=dtype)
+            convert_float_or_refuse(f"gradient for {key}", value.dtype, is_float, to=dtype)
             value = value.to(getattr(torch, dtype))
         value = value.cpu()  # NumPy has no torch bfloat16: the same bits, as ml_dtypes' bfloat16
         value = value.view(torch.int16).numpy().view(fmt.BFLOAT16) if dtype == "bfloat16" else value.numpy()
@@ -365,6 +365,6 @@ def _grad_array(key: str, value: Any, shape: tuple[int, int], dtype: str) -> Arr
         raise ValueError(f"gradient for {key} has shape {array.shape}; expected {shape}")
     if array.dtype != fmt.NUMPY_DTYPES[dtype]:
         is_float = np.issubdtype(array.dtype, np.floating) or array.dtype == fmt.BFLOAT16
-        convert_float_or_refuse(f"gradient for {key}", array.dtype, is_float, stacklevel=4, to=dtype)
+        convert_float_or_refuse(f"gradient for {key}", array.dtype, is_float, to=dtype)
         array = array.astype(fmt.NUMPY_DTYPES[dtype])
     return array
