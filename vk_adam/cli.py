@@ -18,7 +18,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     chosen = select_device(args.device)
     features = kp_features()
     print(f"vk-adam {__version__}")
-    print(features.describe())
+    print(features.describe(verbose=args.verbose))
     if features.patched:
         print("synchronization: memory barriers around every step; one submission per step")
     else:
@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="list Vulkan devices, drivers, and the one vk-adam uses")
     info.add_argument("--device", help="device index or name substring")
+    info.add_argument("--verbose", action="store_true", help="also list the kp build's patches by name")
     info.set_defaults(func=_cmd_info)
 
     rules = sub.add_parser("rules", help="list registered update rules and their plugins")

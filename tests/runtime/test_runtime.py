@@ -34,7 +34,8 @@ def test_the_patched_kp_is_detected_by_feature():
     assert features.memory_barriers and features.async_submit
     for patch in ("fence reuse", "spin wait", "OpMemoryBarrier", "timestamp reset", "validation opt-in"):
         assert patch in features.patches
-    assert features.describe().startswith(f"kp {features.version} (patched: fence reuse")
+    assert features.describe().startswith(f"kp {features.version}: kp 0.9.0 with vk-adam's patches")
+    assert "\n  fence reuse" in features.describe(verbose=True)
     assert "+vkadam." in features.version
 
 

@@ -128,10 +128,14 @@ class KpFeatures:
         have = set(self.patches) | ({"OpMemoryBarrier"} if self.memory_barriers else set())
         return tuple(p for p in REQUIRED_PATCHES if p not in have)
 
-    def describe(self) -> str:
-        """One line for ``vk-adam info``: the build and the synchronization path in use."""
+    def describe(self, *, verbose: bool = False) -> str:
+        """One line for ``vk-adam info``: the build and the synchronization path in use
+        (``verbose``: every patch of the build by name, on lines of their own)."""
         if self.patched:
-            return f"kp {self.version} (patched: {', '.join(self.patches)})"
+            line = f"kp {self.version}: kp 0.9.0 with vk-adam's patches ({len(self.patches)})"
+            if not verbose:
+                return line + "; `vk-adam info --verbose` lists them"
+            return line + ":" + "".join(f"\n  {p}" for p in self.patches)
         return (
             f"kp {self.version} (stock: lacks {', '.join(self.missing)}; steps are ordered by a "
             "bridge copy, an execution dependency only, and each synchronous step pays kp's "
