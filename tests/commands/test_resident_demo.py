@@ -1,5 +1,8 @@
 """The GPU-resident fine-tune (`vk_adam._commands.demo.resident_example`, run by `vk-adam demo`):
-its shaders against NumPy float64, and its loss curve against the host path and torch."""
+its shaders against NumPy float64, and its loss curve against the host path and torch. Its steps
+are recorded once and the recording evaluated again and again (a capturable optimizer, the
+schedule on the device): one recording evaluated N times equals the same steps taken in one
+evaluation or one evaluation per step, bit for bit, and the references as closely as before."""
 
 from __future__ import annotations
 
@@ -8,34 +11,71 @@ import itertools
 import numpy as np
 import pytest
 
+import vk_adam
 from vk_adam._commands.demo import train_vk
 from vk_adam._commands.demo.config import DemoConfig
 from vk_adam._commands.demo.model import fresh_run, loss_and_grads, make_dataset, make_model, train_reference
 from vk_adam._commands.demo.output import curve_gap
-from vk_adam._commands.demo.resident import load_example, submissions, train_resident
+from vk_adam._commands.demo.resident import (
+    device_schedule,
+    load_example,
+    submissions,
+    train_resident,
+    warmup_steps,
+)
 from vk_adam.lora import LoRAAdapter
+from vk_adam.schedules import LambdaLR
 
 # Bounds on the max relative gap between loss curves (measured values in the comments; see
 # docs/resident-training.md). The resident run and the host path compute the same float32 math
 # in a different summation order: their curves differ by float32 rounding (~1e-7) amplified by
-# Adam's per-element normalisation over the run. torch is another float32 implementation of the
-# same model; float64 bounds what float32 rounding can do at all.
-# Measured (demo defaults / 500 steps at 8 x 128): host 2.7e-5 / 8.6e-6, float64 4.5e-6 / 1.7e-3,
-# torch 3.0e-5 / 1.6e-2; the bounds leave room for the long runs' near-noise-floor fluctuations.
+# Adam's per-element normalisation over the run. Since the resident run's steps are captured,
+# its bias corrections and lrs are computed in float32 on the device (the host path's come from
+# the host), one more float32 rounding per step: not bit-equal, and within the same bounds.
+# torch is another float32 implementation of the same model; float64 bounds what float32
+# rounding can do at all.
+# Measured, captured steps (short_runs / demo defaults): host 3.7e-7 / 3.7e-6, float64 4.8e-7 /
+# 2.8e-6, torch 4.3e-7 / 2.9e-5; before, steps recorded with host values (demo defaults / 500
+# steps at 8 x 128): host 2.7e-5 / 8.6e-6, float64 4.5e-6 / 1.7e-3, torch 3.0e-5 / 1.6e-2. The
+# bounds leave room for the long runs' near-noise-floor fluctuations.
 GAP_VS_HOST = 1e-3
 GAP_VS_FLOAT64 = 1e-2
 GAP_VS_TORCH = 5e-2
 
 
-def test_submissions_end_on_checkpoints():
+def test_submissions_end_on_checkpoints_and_breaks():
     assert submissions(0, 60, 25, 10) == [(0, 10), (10, 20), (20, 25), (25, 30), (30, 40), (40, 50), (50, 60)]
     assert submissions(0, 60, 25, 0) == [(0, 25), (25, 50), (50, 60)]
     assert submissions(20, 30, 25, 0) == [(20, 25), (25, 30)]
+    assert submissions(0, 60, 25, 0, [3]) == [(0, 3), (3, 25), (25, 50), (50, 60)]
+    assert submissions(30, 60, 25, 0, [3, 60, 70]) == [(30, 50), (50, 60)]
 
 
-def _trainer(example, kp_manager, rng, cfg, rows=None, threads=256):
+@pytest.mark.parametrize("steps", [1, 7, 20, 39, 40, 80, 300, 1000])
+def test_the_device_schedule_gives_the_demos_lr_at_every_step(steps):
+    """``device_schedule`` (what the resident run hands the device) is ``cfg.lr_at``, the schedule
+    the host path, the float64 reference and torch take, at every step: built at any step, its
+    next lr is that step's, and it goes on with the right ones to the end of its phase (the
+    warm-up's end, where the run hands the device the cosine phase, or the run's end)."""
+    cfg = DemoConfig(steps=steps, lr=3e-3)
+    opt = vk_adam.AdamW([np.zeros(4, np.float32)], lr=cfg.lr)
+    with opt:
+        LambdaLR(opt, lambda step: cfg.lr_at(step) / cfg.lr)  # initial_lr, as train_resident sets it
+        warm = warmup_steps(cfg)
+        for start in range(steps):  # built at any step (a resumed run): its next lr
+            device_schedule(cfg, opt, start)
+            assert opt.param_groups[0]["lr"] == pytest.approx(cfg.lr_at(start), rel=1e-12, abs=0)
+        for start, end in ((0, warm), (warm, steps)):  # each phase, as the device goes through it
+            sched = device_schedule(cfg, opt, start)
+            for step in range(start, end):
+                (lr,) = sched.lrs_at(sched.last_epoch + step - start)
+                assert lr == pytest.approx(cfg.lr_at(step), rel=1e-12, abs=0), step
+
+
+def _trainer(example, kp_manager, rng, cfg, rows=None, threads=256, batches=None):
     """A trainer on random weights (B not zero, so every gradient path carries signal) and
-    random inputs, with its adapter, model and data."""
+    random inputs, with its adapter, model and data; a capturable optimizer (the trainer records
+    once and evaluates again and again). ``batches``: the data set repeated to that many."""
     adapter = LoRAAdapter.create(
         layers=cfg.layers, in_features=cfg.dim, rank=cfg.rank, target_modules=cfg.targets, rng=rng
     )
@@ -44,7 +84,9 @@ def _trainer(example, kp_manager, rng, cfg, rows=None, threads=256):
     model = make_model(cfg, [m.path for m in adapter.modules])
     x, y = make_dataset(cfg, model)
     x[...] = rng.standard_normal(x.shape)
-    opt = adapter.optimizer("adamw", manager=kp_manager)
+    if batches is not None:
+        x, y = (np.resize(a, (batches, *a.shape[1:])) for a in (x, y))
+    opt = adapter.optimizer("adamw", manager=kp_manager, capturable=True)
     base = {p: w.astype(np.float32) for p, w in model.base.items()}
     trainer = example.ResidentTrainer(
         kp_manager, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
@@ -248,6 +290,69 @@ def test_a_step_is_two_dispatches_and_two_barriers(rng, kp_manager):
         assert kinds == ["OpAlgoDispatch", "OpMemoryBarrier"] * 2
 
 
+def _trained(example, kp_manager, seed, cfg, bounds, batches=None):
+    """Losses and final params of a trainer on random weights and inputs drawn from ``seed``, run
+    over ``bounds``; the device's step count; its recordings and evaluations. ``batches``: the
+    data set repeated (cyclically) to that many batches."""
+    trainer, opt, adapter, *_ = _trainer(
+        example, kp_manager, np.random.default_rng(seed), cfg, rows=3, batches=batches
+    )
+    with opt:
+        losses = np.concatenate([trainer.run(a, b) for a, b in bounds])
+        adapter.pull_params()
+        taken = opt.state_dict()["state"][0]["step"]
+        counts = (len(trainer.recordings), trainer.evaluations)
+        trainer.close()
+    adapter.device_params = None
+    return losses, adapter.flat_params.copy(), taken, counts
+
+
+def test_one_recording_evaluated_many_times_equals_one_evaluation_and_one_per_step(rng, kp_manager):
+    """Twelve steps as one evaluation of a 12-step recording, four evaluations of one 3-step
+    recording, and twelve evaluations of one 1-step recording: the same losses and adapter bit
+    for bit (each evaluation goes on from the device's step count and batch counter), and the
+    device counted 12 steps. The steps themselves are checked against float64 by the shader
+    tests above, and the whole loop against the host path, float64 and torch below."""
+    example = load_example()
+    cfg = DemoConfig(layers=2, dim=24, rank=4, steps=12, batch=10)
+    seed = int(rng.integers(2**31))
+    splits = {
+        (1, 1): [(0, 12)],
+        (1, 4): [(k, k + 3) for k in range(0, 12, 3)],
+        (1, 12): [(k, k + 1) for k in range(12)],
+    }
+    results = []
+    for counts, bounds in splits.items():
+        losses, params, taken, got = _trained(example, kp_manager, seed, cfg, bounds)
+        assert got == counts and taken == 12
+        results.append((losses, params))
+    # random inputs per batch: the loss need not fall in 12 steps, but every step must count
+    assert np.all(np.isfinite(results[0][0])) and len(np.unique(results[0][0])) == 12
+    for losses, params in results[1:]:
+        np.testing.assert_array_equal(losses, results[0][0])
+        np.testing.assert_array_equal(params, results[0][1])
+
+
+def test_steps_past_the_data_set_wrap_around_it(rng, kp_manager):
+    """Step t trains on batch t % steps: seven steps on a data set of three batches (its 3-step
+    recording evaluated twice, past the end, then a 1-step one) equal seven steps on the data set
+    written out to seven batches, bit for bit. An evaluation longer than the data set is refused
+    (its losses would overwrite each other)."""
+    example = load_example()
+    cfg = DemoConfig(layers=1, dim=16, rank=2, steps=3, batch=6)
+    seed = int(rng.integers(2**31))
+    wrapped = _trained(example, kp_manager, seed, cfg, [(0, 3), (3, 6), (6, 7)])
+    written = _trained(example, kp_manager, seed, cfg, [(0, 7)], batches=7)
+    assert wrapped[3] == (2, 3) and wrapped[2] == written[2] == 7
+    np.testing.assert_array_equal(wrapped[0], written[0])
+    np.testing.assert_array_equal(wrapped[1], written[1])
+    trainer, opt, *_ = _trainer(example, kp_manager, rng, cfg)
+    with opt:
+        with pytest.raises(ValueError, match="1 to 3 steps"):
+            trainer.run(0, 4)
+        trainer.close()
+
+
 def test_repeated_runs_are_bit_identical(rng, kp_manager):
     """Two trainers from the same start give the same losses and adapter bit for bit (fixed
     summation order everywhere), and a run split over submissions equals one submission."""
@@ -268,13 +373,16 @@ def test_repeated_runs_are_bit_identical(rng, kp_manager):
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
-def test_shapes_past_the_shared_memory_or_the_workgroup_limit_are_refused(kp_manager):
+def test_shapes_past_the_shared_memory_or_the_workgroup_limit_and_uncaptured_steps_are_refused(kp_manager):
     example = load_example()
     adapter = LoRAAdapter.create(layers=1, in_features=1200, rank=8)
     x = np.zeros((1, 2, 1200), np.float32)
     base = {m.path: np.zeros((1200, 1200), np.float32) for m in adapter.modules}
     blocks = [[m.path for m in adapter.modules]]
-    with adapter.optimizer("adamw", manager=kp_manager) as opt:
+    with adapter.optimizer("adamw", manager=kp_manager) as opt:  # steps applied once each
+        with pytest.raises(ValueError, match="capturable=True"):
+            example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x)
+    with adapter.optimizer("adamw", manager=kp_manager, capturable=True) as opt:
         with pytest.raises(ValueError, match="shared memory"):
             example.ResidentTrainer(kp_manager, adapter, opt, blocks, base, x, x, rows_per_group=1)
         for threads in (96, 1 << 20):  # not a power of two; past the device's limit
@@ -327,6 +435,50 @@ def test_short_resident_run_falls_and_matches_the_host_path(short_runs):
     assert resident[-1] < resident[0] / 10  # the full demo (300 steps) falls >= 100x: test_lora.py
     assert curve_gap(resident, host) < GAP_VS_HOST
     assert curve_gap(resident, train_reference(cfg, False)) < GAP_VS_FLOAT64
+
+
+def test_a_resident_run_replaying_its_recordings_matches_the_references(short_runs, tmp_path):
+    """The short run at 8 steps per evaluation: its 8-step recording evaluated nine times (and a
+    4-step one twice: the warm-up, then up to the first multiple of 8) gives the losses of the
+    run at 40 steps per evaluation bit for bit, so the same gaps to the host path, float64 and
+    (below) torch."""
+    cfg, resident, host, _ = short_runs
+    _, replayed, info = train_resident(
+        cfg, tmp_path, device=None, checkpoint_every=0, resume=False, progress=False, per_submit=8
+    )
+    assert (info["recordings"], info["evaluations"]) == (2, 11)
+    assert replayed == resident
+    assert curve_gap(replayed, host) < GAP_VS_HOST
+    assert curve_gap(replayed, train_reference(cfg, False)) < GAP_VS_FLOAT64
+
+
+@pytest.mark.parametrize("kept", [1, 5], ids=["in-warm-up", "in-cosine"])
+def test_a_resumed_resident_run_equals_an_uninterrupted_one(tmp_path, monkeypatch, kept):
+    """A run resumed from its checkpoint at step 2 (in the warm-up: the device's warm-up phase
+    restarts mid-way) or 10 (the cosine phase) ends with the losses and adapter of a run that
+    never stopped, bit for bit: the step count, lr schedule, batch counter and optimizer state
+    all come back. The checkpoint kept is the ``kept``-th the first run saves (every 2 steps)."""
+    from vk_adam._commands.demo import resident
+
+    cfg = DemoConfig(layers=2, dim=16, rank=2, steps=60, batch=8)  # warm-up: 3 steps
+    run = {"device": None, "progress": False, "per_submit": 7}
+    full, full_losses, _ = train_resident(cfg, tmp_path / "full", checkpoint_every=0, resume=False, **run)
+    saves = []
+    real_save = resident.save_checkpoint
+
+    def keep_one(*args, **kwargs):
+        saves.append(1)
+        if len(saves) == kept:
+            real_save(*args, **kwargs)
+
+    monkeypatch.setattr(resident, "save_checkpoint", keep_one)
+    (tmp_path / "cut").mkdir()
+    train_resident(cfg, tmp_path / "cut", checkpoint_every=2, resume=False, **run)
+    monkeypatch.undo()
+    adapter, losses, info = train_resident(cfg, tmp_path / "cut", checkpoint_every=0, resume=True, **run)
+    assert info["resumed_from_step"] == 2 * kept
+    assert losses == full_losses
+    np.testing.assert_array_equal(adapter.flat_params, full.flat_params)
 
 
 def test_short_resident_run_matches_torch(short_runs):

@@ -7,10 +7,17 @@ owns the LoRA weights, their gradients and the optimizer state, in its flat buff
 
 * the forward pass reads the LoRA weights from ``opt.param_buffer()`` (= ``adapter.device_params``),
 * the backward pass writes their gradients into ``opt.grad_buffer()`` at ``adapter.slices()``,
-* ``opt.record_step(seq)`` records the update into the application's own ``kp.Sequence``,
+* ``opt.record_step(seq)`` records the update into the application's own ``kp.Sequence``.
 
-so many whole training steps are recorded back to back and submitted at once. The host uploads
-the data set once and reads back only the loss (once per submission) and, at the end, the adapter.
+**Record once, evaluate in a loop.** ``B`` whole training steps are recorded into one sequence
+once, and every evaluation of it trains the next ``B`` steps; nothing is recorded again. That
+needs every value a step depends on to live on the device, not in push constants frozen at
+record time: the optimizer is made with ``capturable=True`` (its step count, bias corrections
+and lr are on the device; a ``vk_adam.schedules`` schedule runs there with
+``opt.schedule_on_device``), and the application keeps its own step counter, a one-word kp
+tensor: the k-th step of a recording trains on batch ``counter + k`` of the data set, and the
+recording's last dispatch (``advance.comp``) adds ``B``. The host uploads the data set once and
+reads back only the losses (once per evaluation) and, at the end, the adapter.
 
 The model: residual blocks ``h + lin_n(relu(... relu(lin_1(h))))`` of frozen square linear maps
 ``W [out, in]``, each with LoRA: ``lin(z) = z W^T + s (z A^T) B^T``. Loss: mean squared error.
@@ -27,7 +34,8 @@ with a memory barrier after each, then ``opt.record_step(seq)`` (clipping and Ad
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,8 +142,9 @@ class SavedLayout:
 
 
 class ResidentTrainer:
-    """Records whole training steps (forward, loss, backward, update) into kp sequences: two
-    dispatches of the application's shaders per step, then the optimizer's ``record_step``."""
+    """Whole training steps (forward, loss, backward, update) recorded once into kp sequences
+    and evaluated again and again: two dispatches of the application's shaders per step, then
+    the optimizer's ``record_step``. The optimizer must be capturable (``capturable=True``)."""
 
     def __init__(
         self,
@@ -154,6 +163,12 @@ class ResidentTrainer:
         ``default_rows``); ``row_threads``: its workgroup size (a power of two the device allows;
         default: ``default_threads``). Both set summation orders, so runs compare bit for bit
         only at the same values."""
+        if not getattr(optimizer, "capturable", False):
+            raise ValueError(
+                "ResidentTrainer records its steps once and evaluates them again and again, so "
+                "the optimizer must keep its step count and lr on the device: make it with "
+                "capturable=True (adapter.optimizer(rule, manager=mgr, capturable=True, ...))"
+            )
         self.mgr, self.adapter, self.opt = manager, adapter, optimizer
         self.blocks = [list(b) for b in blocks]
         self.steps, self.batch, self.dim = x.shape
@@ -191,30 +206,46 @@ class ResidentTrainer:
         self.ys = manager.tensor(np.ascontiguousarray(y, np.float32).reshape(-1))
         self.saved = manager.tensor(np.zeros(self.layout.size, np.float32))
         self.losses = manager.tensor(np.zeros(self.steps, np.float32))
+        # The application's step counter: the batch the next evaluation starts on (always below
+        # self.steps; advance.comp wraps it). The host knows its value without reading it back.
+        self.counter = manager.tensor_t(np.zeros(1, np.uint32))
+        self.position = 0
         self.params, self.grads = optimizer.param_buffer(), optimizer.grad_buffer()
         shape = (self.dim, self.rank, self.batch, len(modules), self.rows)  # saved.glsl's ids 1..5
         self.forward_backward = manager.algorithm(
-            [self.frozen, self.xs, self.ys, self.params, self.table, self.saved],
+            [self.frozen, self.xs, self.ys, self.params, self.table, self.saved, self.counter],
             load_spirv("forward_backward"),
             [-(-self.batch // self.rows), 1, 1],  # rows_per_group rows of the batch each
             words(row_threads, *shape, *splits(self.dim, self.rank, row_threads)),
-            words(0, 0.0, 0.0),
+            words(0, 0, 0.0, 0.0),
         )
         grad_elements = len(modules) * 2 * self.dim * self.rank
         self.weight_grads = manager.algorithm(
-            [self.saved, self.table, self.grads, self.losses],
+            [self.saved, self.table, self.grads, self.losses, self.counter],
             load_spirv("weight_grads"),
             [-(-grad_elements // GRAD_THREADS), 1, 1],  # one thread per gradient element
             words(GRAD_THREADS, *shape),
-            words(0, 0.0),
+            words(0, 0, 0.0),
         )
+        self.advance = manager.algorithm([self.counter], load_spirv("advance"), [1, 1, 1], [], words(0, 0))
         # The barriers after each dispatch (see gradient_ops): the same every step, built once.
         self.after_forward_backward = self._barrier([self.saved])
         self.after_weight_grads = self._barrier([self.saved, self.losses])
-        self.seq = manager.sequence()
-        # The data set and the frozen weights: uploaded once.
-        self.seq.eval(
-            kp.OpTensorSyncDevice([self.frozen, self.table, self.xs, self.ys, self.saved, self.losses])
+        # Around the counter's one write per evaluation (see recording).
+        self.counter_barrier = self._barrier([self.counter])
+        #: One recording per number of steps an evaluation takes (see recording): usually one.
+        self.recordings: dict[int, Any] = {}
+        #: Evaluations of the recordings so far, and the seconds the last one took (submission,
+        #: device work, wait, loss download), for the bench.
+        self.evaluations = 0
+        self.last_eval_seconds = 0.0
+        # The data set, the frozen weights and the counter: uploaded once.
+        self._once(
+            [
+                kp.OpTensorSyncDevice(
+                    [self.frozen, self.table, self.xs, self.ys, self.saved, self.losses, self.counter]
+                )
+            ]
         )
 
     # -- one training step, as dispatches -----------------------------------------------------
@@ -226,15 +257,27 @@ class ResidentTrainer:
             tensors, a.shader_write, a.shader_read | a.shader_write, s.compute_shader, s.compute_shader
         )
 
-    def gradient_ops(self, step: int) -> list[Any]:
-        """Forward, loss and backward of one step: the LoRA gradients land in the optimizer's
-        gradient buffer, the loss in ``losses[step]``. Two dispatches and two barriers."""
+    def _once(self, ops: list[Any]) -> None:
+        """Run ``ops`` in a sequence of their own, once (uploads, tests' one-off passes)."""
+        seq = self.mgr.sequence()
+        try:
+            for op in ops:
+                seq.record(op)
+            seq.eval()
+        finally:
+            seq.destroy()
+
+    def gradient_ops(self, offset: int) -> list[Any]:
+        """Forward, loss and backward of the step ``offset`` places into a recording: it trains
+        on batch ``counter + offset`` (the counter as the evaluation finds it, modulo the data
+        set), its LoRA gradients land in the optimizer's gradient buffer, its loss in
+        ``losses`` at the batch's index. Two dispatches and two barriers."""
         n = self.batch * self.dim
         return [
-            kp.OpAlgoDispatch(self.forward_backward, words(step, self.scale, 2.0 / n)),
+            kp.OpAlgoDispatch(self.forward_backward, words(offset, self.steps, self.scale, 2.0 / n)),
             # weight_grads.comp reads what forward_backward.comp saved.
             self.after_forward_backward,
-            kp.OpAlgoDispatch(self.weight_grads, words(step, self.scale)),
+            kp.OpAlgoDispatch(self.weight_grads, words(offset, self.steps, self.scale)),
             # The next step's forward_backward.comp overwrites `saved` (read just now: the
             # barrier orders it after those reads) and its weight_grads.comp writes `losses`
             # again (a write after this write: the barrier makes this one available first).
@@ -242,50 +285,78 @@ class ResidentTrainer:
             self.after_weight_grads,
         ]
 
-    def record_step(self, step: int) -> None:
-        """Record one whole training step into the current sequence."""
-        for op in self.gradient_ops(step):
-            self.seq.record(op)
-        # Clipping and AdamW, bracketed by vk-adam's own barriers: it starts after the gradients
-        # are written, and the next step's forward_backward.comp sees the updated params.
-        self.opt.record_step(self.seq)
+    def recording(self, steps: int) -> Any:
+        """The sequence that trains ``steps`` steps each time it is evaluated, recorded on first
+        use and kept: every step's batch, lr, step number and bias corrections come from the
+        device when it runs, so the same commands serve every evaluation."""
+        if steps in self.recordings:
+            return self.recordings[steps]
+        if not 1 <= steps <= self.steps:
+            raise ValueError(
+                f"an evaluation trains 1 to {self.steps} steps (the data set's batches: each step "
+                f"writes its loss at its batch's index, read back once per evaluation); got {steps}"
+            )
+        seq = self.mgr.sequence()
+        # The previous evaluation's advance.comp wrote the counter; this one's shaders read it.
+        # A barrier's first scope is everything submitted before it on the queue, so this makes
+        # that write visible here (a fence wait on the host does not make device writes visible
+        # to later device reads; a seek's upload is covered by each dispatch's own barrier).
+        seq.record(self.counter_barrier)
+        for offset in range(steps):
+            for op in self.gradient_ops(offset):
+                seq.record(op)
+            # Clipping and AdamW, bracketed by vk-adam's own barriers: it starts after the
+            # gradients are written, and the next step's forward_backward.comp sees the updated
+            # params. Captured (capturable=True): recorded once, it steps at every evaluation.
+            self.opt.record_step(seq)
+        # Every step read the counter; advance.comp writes it: a write after reads, which needs
+        # an execution dependency. record_step's last barrier gives one already (it covers every
+        # buffer's accesses in its stages); this one keeps the recording right without it.
+        seq.record(self.counter_barrier)
+        seq.record(kp.OpAlgoDispatch(self.advance, words(steps, self.steps)))
+        seq.record(kp.OpTensorSyncLocal([self.losses]))  # the only download
+        self.recordings[steps] = seq
+        return seq
+
+    def seek(self, step: int) -> None:
+        """Set the counter so the next evaluation starts on batch ``step`` (a resumed run, or a
+        run that does not go on from where the last one stopped): one small upload, only when
+        the counter is elsewhere."""
+        batch = step % self.steps
+        if batch != self.position:
+            self.counter.data()[0] = batch
+            self._once([kp.OpTensorSyncDevice([self.counter])])
+            self.position = batch
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def run(
-        self,
-        start: int,
-        stop: int,
-        *,
-        lr: Callable[[int], float] | None = None,
-        on_step: Callable[[int], None] | None = None,
-    ) -> np.ndarray:
-        """Record steps ``start .. stop - 1`` into one sequence, submit it once, and return their
-        losses (the only download). ``lr(step)`` sets the learning rate of each recorded step;
-        ``on_step(step)`` runs after a step is recorded (e.g. a schedule's ``step()``)."""
-        self.seq.clear()
-        for step in range(start, stop):
-            if lr is not None:
-                self.opt.param_groups[0]["lr"] = lr(step)
-            self.record_step(step)
-            if on_step is not None:
-                on_step(step)
-        self.seq.record(kp.OpTensorSyncLocal([self.losses]))
-        self.seq.eval()
-        return np.array(self.losses.data()[start:stop], dtype=np.float32)
+    def run(self, start: int, stop: int) -> np.ndarray:
+        """Train steps ``start .. stop - 1`` (at most the data set's length) with one evaluation of
+        the recording of ``stop - start`` steps, and return their losses (the only download).
+        Step ``t`` trains on batch ``t % steps``. The lr is the optimizer's: its device schedule
+        (``opt.schedule_on_device``), or ``param_groups[0]["lr"]`` as set before the call."""
+        seq = self.recording(stop - start)
+        self.seek(start)
+        t0 = time.perf_counter()
+        seq.eval()
+        self.last_eval_seconds = time.perf_counter() - t0
+        self.evaluations += 1
+        self.position = stop % self.steps
+        batches = np.arange(start, stop) % self.steps
+        return np.array(self.losses.data()[batches], dtype=np.float32)
 
     def gradients_for(self, step: int) -> np.ndarray:
-        """Forward, loss and backward of one step (no update); the flat gradients (for tests)."""
-        self.seq.clear()
-        for op in self.gradient_ops(step):
-            self.seq.record(op)
-        self.seq.record(kp.OpTensorSyncLocal([self.grads, self.losses]))
-        self.seq.eval()
+        """Forward, loss and backward of step ``step`` (no update); the flat gradients (for tests)."""
+        self.seek(step)
+        self._once([*self.gradient_ops(0), kp.OpTensorSyncLocal([self.grads, self.losses])])
         return np.array(self.grads.data(), dtype=np.float32)
 
     def close(self) -> None:
-        """Free the trainer's kp objects (its sequence, pipelines and tensors)."""
-        for obj in (self.seq, self.forward_backward, self.weight_grads):
+        """Free the trainer's kp objects (its recordings, pipelines and tensors)."""
+        for seq in self.recordings.values():
+            seq.destroy()
+        self.recordings.clear()
+        for obj in (self.forward_backward, self.weight_grads, self.advance):
             obj.destroy()
-        for tensor in (self.frozen, self.table, self.xs, self.ys, self.saved, self.losses):
+        for tensor in (self.frozen, self.table, self.xs, self.ys, self.saved, self.losses, self.counter):
             tensor.destroy()

@@ -48,9 +48,11 @@ layout(std430, binding = 2) readonly buffer Targets { float ys[]; };  // [steps,
 layout(std430, binding = 3) readonly buffer Params { float prm[]; };  // the optimizer's params
 layout(std430, binding = 4) readonly buffer Table { uvec4 table[]; }; // per module (saved.glsl)
 layout(std430, binding = 5) buffer Saved { float saved[]; };          // layout: saved.glsl
+layout(std430, binding = 6) readonly buffer Counter { uint base; };   // the app's step counter
 
 layout(push_constant) uniform Push {
-    uint step;         // which batch of the data set
+    uint offset;       // this step's place in the recording: it trains on batch base + offset
+    uint batches;      // batches in the data set (xs, ys): the index wraps around it
     float scale;       // LoRA scale s = alpha / rank
     float grad_scale;  // d mean((out - y)^2) / d out = grad_scale * (out - y), grad_scale = 2 / n
 } pc;
@@ -137,7 +139,11 @@ void main() {
     const uint row0 = gl_WorkGroupID.x * ROWS;  // this workgroup's first row of the batch
     // Rows past the batch (when ROWS does not divide BATCH) compute on zeros and save nothing.
     const uint rows = min(ROWS, BATCH - row0);
-    const uint data = (pc.step * BATCH + row0) * DIM;  // these rows in xs and ys
+    // The batch comes from the device's counter (advance.comp moves it after each evaluation
+    // of a recording), not from a push constant: push constants are frozen when a step is
+    // recorded, and one recording is evaluated again and again.
+    const uint step = (base + pc.offset) % pc.batches;
+    const uint data = (step * BATCH + row0) * DIM;  // these rows in xs and ys
 
     // ---- forward ------------------------------------------------------------------------
     uint h = 0u;  // the block's input (vec[h]), kept for the residual add

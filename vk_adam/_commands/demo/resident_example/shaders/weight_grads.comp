@@ -20,10 +20,12 @@ layout(std430, binding = 0) readonly buffer Saved { float saved[]; };
 layout(std430, binding = 1) readonly buffer Table { uvec4 table[]; };
 layout(std430, binding = 2) writeonly buffer Grads { float grd[]; };    // the optimizer's grads
 layout(std430, binding = 3) writeonly buffer Losses { float losses[]; };
+layout(std430, binding = 4) readonly buffer Counter { uint base; };  // the app's step counter
 
 layout(push_constant) uniform Push {
-    uint step;    // slot in `losses`
-    float scale;  // LoRA scale s = alpha / rank
+    uint offset;   // this step's place in the recording (as forward_backward.comp's)
+    uint batches;  // batches in the data set: `losses` has one slot per batch
+    float scale;   // LoRA scale s = alpha / rank
 } pc;
 
 const uint PER_B = DIM * RANK;     // grad B elements per module
@@ -37,7 +39,7 @@ void main() {
         for (uint g = 0u; g < GROUPS; ++g) {
             total += saved[LOSS_BASE + g];
         }
-        losses[pc.step] = total / float(BATCH * DIM);
+        losses[(base + pc.offset) % pc.batches] = total / float(BATCH * DIM);
     }
     if (id >= MODULES * PER_MODULE) {
         return;
