@@ -5,8 +5,9 @@ the shape of forward_backward.comp's workgroups changes it.
                                        [--threads 128,256,512,1024] [--steps 100] [--device D]
 
 For each (rows per workgroup, threads per workgroup): ms/step of ``--steps`` training steps
-recorded into one submission, whole (recording included, as ``vk-adam bench --cases train``
-counts it) and after the recording (submission, GPU work, wait, loss download); and, from Vulkan
+recorded once into one sequence (captured steps) and evaluated again and again, as ``vk-adam
+bench --cases train`` counts it: whole ``run`` calls, and the evaluation alone (submission, GPU
+work, wait, loss download); and, from Vulkan
 timestamps over one such submission, the GPU time per step of forward_backward.comp,
 weight_grads.comp and record_step (clipping and AdamW), each with the barrier after it. The
 defaults are the bench's shape on a GPU; on lavapipe try ``--layers 2 --dim 32 --steps 4``.
@@ -36,7 +37,7 @@ def measure(mgr: Any, example: Any, cfg: DemoConfig, rows: int, threads: int, st
     adapter, model, _ = fresh_run(cfg)
     x, y = make_dataset(cfg, model)
     base = {path: w.astype(np.float32) for path, w in model.base.items()}
-    opt = adapter.optimizer(cfg.rule, manager=mgr, **cfg.optimizer_options())
+    opt = adapter.optimizer(cfg.rule, manager=mgr, capturable=True, **cfg.optimizer_options())
     with opt:
         trainer = example.ResidentTrainer(
             mgr, adapter, opt, model.blocks, base, x, y, rows_per_group=rows, row_threads=threads
