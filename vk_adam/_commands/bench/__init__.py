@@ -12,6 +12,12 @@ Measured: GPU time (Vulkan timestamps; CUDA events), wall time of a synchronous 
 waits), time per step when steps are issued back to back without host waits, and for vk-adam
 the host time outside the driver's submit-and-wait. Effective bandwidth = bytes the step must
 move / GPU time, against the same device's copy bandwidth measured in the same run.
+
+Captured steps (``capturable=True``), in a second table: the GPU time of a captured step beside
+the push-constant step's (timed alternately: what the device's step clock costs), one recording
+of ``--steps-per-batch`` captured steps evaluated again and again (per step, and over the step's
+own GPU time), and on CUDA torch's fused AdamW with ``capturable=True`` replayed in a CUDA graph
+beside its launched steps.
 Every figure is a median over ``--repeats`` runs after ``--warmup`` runs.
 
 Modules: ``cases`` (what is measured, and the arguments), ``measure`` (how: the Vulkan and peer
