@@ -45,7 +45,8 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
         for _ in range(5):
             opt.step()
         wall, gpu, host, before, after = [], [], [], [], []
-        run = opt._rt.run
+        runtime = opt.internals().runtime  # the optimizer's own: its run is wrapped below
+        run = runtime.run
         marks: list[float] = []
 
         spans: list[float] = []  # first to last timestamp: every op of the step on the GPU
@@ -55,12 +56,12 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             try:
                 ticks = run(*args, **kwargs)  # type: ignore[arg-type]
                 if ticks:
-                    spans.append((ticks[-1] - ticks[0]) * opt._rt.timestamp_period * 1e-9)
+                    spans.append((ticks[-1] - ticks[0]) * runtime.timestamp_period * 1e-9)
                 return ticks
             finally:
                 marks.append(time.perf_counter())
 
-        opt._rt.run = timed_run  # type: ignore[method-assign,assignment]
+        runtime.run = timed_run  # type: ignore[method-assign,assignment]
         for _ in range(repeats):
             marks.clear()
             t0 = time.perf_counter()
@@ -110,17 +111,19 @@ def runtime_floor(opt: Any, repeats: int) -> dict[str, float]:
     kp's own barrier at its start, after the step's barrier). The five take turns, so a slow
     spell touches each alike. (The repeated dispatches update the param: timing only.)"""
     opt.profile = False
-    ops, first, last = opt._dev.step_ops([], opt._dev.pushes())
-    run = opt._rt.run
-    features = opt._rt.features
+    internals = opt.internals()
+    ops, first, last = internals.step_ops()
+    runtime = internals.runtime
+    run = runtime.run
+    features = runtime.features
     legacy = dataclasses.replace(features, patches=tuple(p for p in features.patches if p not in NEW_OPS))
 
     def legacy_step() -> None:
-        opt._rt.features = legacy
+        runtime.features = legacy
         try:
             opt.step()
         finally:
-            opt._rt.features = features
+            runtime.features = features
 
     cases: dict[str, Callable[[], object]] = {
         "run_dispatch_us": lambda: run(ops[first:last]),

@@ -64,7 +64,8 @@ def main() -> None:
     t0 = time.perf_counter()
     opt = vk_adam.AdamW([param], lr=lr, weight_decay=wd, profile=True)
     built = time.perf_counter() - t0
-    group = opt._groups[0]
+    internals = opt.internals()
+    group = internals.groups[0]
     pieces = [(part.start, part.size) for part in group.slots[0].parts()]
     print(f"built in {built:.1f} s: {len(group.sets)} buffer sets, pieces {pieces}", flush=True)
     wall, gpu, errors = [], [], []
@@ -83,10 +84,10 @@ def main() -> None:
             flush=True,
         )
     row = {
-        "device": opt._rt.device.name,
+        "device": opt.device.name,
         "elements": n,
         "bytes_per_buffer": 4 * n,
-        "max_allocation_bytes": opt._rt.max_allocation_bytes,
+        "max_allocation_bytes": internals.runtime.max_allocation_bytes,
         "buffer_sets": len(group.sets),
         "pieces": pieces,
         "build_s": built,

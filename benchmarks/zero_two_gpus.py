@@ -57,7 +57,7 @@ def _values(seed: Any, n: int, scale: float) -> np.ndarray:
 def _vulkan_device(local: int, dry_run: bool) -> int | None:
     """The Vulkan device that is CUDA device ``local`` (deviceUUID), else vk-adam's choice."""
     from vk_adam._runtime import DEVICE_ENV, list_devices
-    from vk_adam.distributed._shard import device_for_rank
+    from vk_adam.distributed import device_for_rank
 
     hardware = [d for d in list_devices() if not d.is_software]
     if not dry_run:

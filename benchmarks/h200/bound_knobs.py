@@ -48,7 +48,7 @@ def one(n: int, repeats: int, device_params: bool) -> dict[str, float | bool]:
             if i >= 3:
                 wall.append((opt.last_host_seconds or 0.0) + (opt.last_gpu_seconds or 0.0))
                 gpu.append(opt.last_gpu_seconds or 0.0)
-        bound = bool(opt._dev.traffic.bound)
+        bound = bool(opt.internals().host_traffic.bound)
     return {"gpu_ms": round(median_ms(gpu), 4), "host+gpu_ms": round(median_ms(wall), 4), "bound": bound}
 
 

@@ -57,8 +57,9 @@ def threaded_copy(dst: np.ndarray, src: np.ndarray, pool: ThreadPoolExecutor | N
 def pieces(n: int, repeats: int) -> dict:
     out: dict = {}
     with vk_adam.AdamW([np.zeros(n, np.float32)], lr=1e-3) as opt:
-        rt, imports = opt._rt, opt._dev.traffic.imports
-        bset = opt._groups[0].sets[0]
+        internals = opt.internals()
+        rt, imports = internals.runtime, internals.host_traffic.imports
+        bset = internals.groups[0].sets[0]
         staging = host_view(bset.grad)[:n]
 
         def fresh_import() -> None:
@@ -128,7 +129,7 @@ def steps(n: int, repeats: int) -> dict:
             g = rng.standard_normal(n, dtype=np.float32)
             with vk_adam.AdamW([p], lr=1e-3, profile=True, device_params=mode == "device_params") as opt:
                 if mode == "copies":  # region copies around the update, not the bound import
-                    opt._dev.traffic.stop_direct()
+                    opt.internals().host_traffic.stop_direct()
                 wall, gpu = [], []
                 for i in range(repeats + 3):
                     if arrays == "fresh":

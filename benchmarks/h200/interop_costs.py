@@ -112,12 +112,13 @@ params = [rt.buffer(rng.standard_normal(1 << 21).astype(np.float32)) for _ in ra
 grads = [rt.buffer(rng.standard_normal(1 << 21).astype(np.float32)) for _ in range(8)]
 rt.run([rt.upload_op(params + grads)])
 opt = vkd.ZeroRedundancyOptimizer(params, "adamw", manager=rt.manager, lr=1e-4)
-nccl = opt._nccl
+parts = opt.internals()
+nccl = parts.nccl
 for _ in range(30):
     opt.step(grads)
 print(f"ZeRO-1 step, NCCL world size 1: {median_us(lambda: opt.step(grads), 100):.1f} us")
 for name in ("pull", "push"):
-    seq = nccl._recorded[name][1]
+    seq = nccl.submissions[name]
     print(f"  its {name} submission again, alone: {median_us(seq.eval, 100):.1f} us")
 record_s, eval_s = [], []
 for _ in range(60):
@@ -125,8 +126,8 @@ for _ in range(60):
 for _ in range(60):
     torch.cuda.synchronize()
     a = time.perf_counter()
-    opt._sync_hyper()
-    nccl.record_update(opt._inner)
+    parts.sync_hyper()
+    nccl.record_update(parts.shard)
     b = time.perf_counter()
     nccl.run_update()
     c = time.perf_counter()

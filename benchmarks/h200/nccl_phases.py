@@ -53,18 +53,19 @@ def timed(samples, name, call):
 
 def pieces(opt, samples):
     """One step's pieces, each waited for; then the update and the push with no CUDA work before."""
-    nccl, comm = opt._nccl, opt._comm
+    parts = opt.internals()
+    nccl, comm = parts.nccl, parts.comm
     timed(samples, "pull (Vulkan)", lambda: (nccl.pull(grads), nccl.finish()))
     timed(samples, "reduce-scatter (CUDA, after Vulkan)", lambda: (nccl.reduce_scatter(comm, 1), sync()))
-    timed(samples, "update: recording (host)", lambda: (opt._sync_hyper(), nccl.record_update(opt._inner)))
+    timed(samples, "update: recording (host)", lambda: (parts.sync_hyper(), nccl.record_update(parts.shard)))
     timed(samples, "update: submission (Vulkan, after CUDA)", lambda: (nccl.run_update(), nccl.finish()))
     timed(samples, "all-gather (CUDA, after Vulkan)", lambda: (nccl.all_gather(comm), sync()))
     timed(samples, "push (Vulkan, after CUDA)", lambda: nccl.push(grads))
     # the same submissions, the GPU's last work Vulkan's: no switch from CUDA before them
     nccl.pull(grads)
     nccl.finish()
-    opt._sync_hyper()
-    nccl.record_update(opt._inner)
+    parts.sync_hyper()
+    nccl.record_update(parts.shard)
     timed(samples, "update: submission, no CUDA before", lambda: (nccl.run_update(), nccl.finish()))
     timed(samples, "push, no CUDA before", lambda: nccl.push(grads))
 
@@ -72,7 +73,7 @@ def pieces(opt, samples):
 for order in orders:
     os.environ["VK_ADAM_NCCL_ORDER"] = order
     with vkd.ZeroRedundancyOptimizer(params, "adamw", manager=rt.manager, lr=1e-4) as opt:
-        assert opt._nccl is not None, opt.device_staging
+        assert opt.internals().nccl is not None, opt.device_staging
         print(f"{opt.device_staging}, {8 * n:,} fp32 params in 8 kp tensors", flush=True)
         samples = {}
         for _ in range(WARM + KEEP):

@@ -36,7 +36,8 @@ for _ in range(60):
 print(f"step median {1e3 * np.median(steps[10:]):.3f} ms")
 for k in phases[0]:
     print(f"  {k}: {1e3 * np.median([p[k] for p in phases[10:]]):.3f} ms")
-print("recordings:", opt._nccl.recordings if opt._nccl is not None else None)
+nccl = opt.internals().nccl
+print("recordings:", nccl.recordings if nccl is not None else None)
 prof = cProfile.Profile()
 prof.enable()
 for _ in range(50):

@@ -76,7 +76,8 @@ def parts(n: int, repeats: int) -> dict[str, float]:
     out: dict[str, float] = {}
     array = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
     with vk_adam.AdamW([np.zeros(n, np.float32)], lr=1e-3) as opt:
-        rt, tensor = opt._rt, opt._groups[0].sets[0].grad
+        internals = opt.internals()
+        rt, tensor = internals.runtime, internals.groups[0].sets[0].grad
         staging = host_view(tensor)[:n]
         slots = [ParamSlot(0, 0, n, (n,), array)]
         ranges = sp.chunk_ranges(slots, 4)

@@ -184,8 +184,9 @@ def object_cycles(n: int) -> None:
 
     import vk_adam
     from vk_adam._rules.spirv import load_spirv
+    from vk_adam._runtime import kp_module
 
-    kp = vk_adam._runtime.kp_module()
+    kp = kp_module()
     dev = vk_adam.open_device()
     mgr = dev.manager
     spirv = load_spirv("copy")

@@ -20,7 +20,7 @@ import vk_adam
 from vk_adam import _formats as fmt
 from vk_adam._errors import OptimizerClosedError
 from vk_adam._optim.layout import ParamSlot, plan_flat
-from vk_adam._optim.storage import Window
+from vk_adam._optim.sharding import Window, shard_optimizer
 from vk_adam.distributed._comm import agree, make_communicator
 from vk_adam.distributed._shard import device_for_rank, local_rank, partition
 from vk_adam.distributed._staging import ShardStaging
@@ -177,7 +177,7 @@ def test_window_optimizers_step_as_their_slices_of_one_whole_optimizer(rng):
     slices = [padded[a:b].copy() for a, b in cuts]
     whole = vk_adam.create("adamw", [whole_param], **options)
     windows = [
-        vk_adam.create("adamw", [s], **options, _windows=[Window(0, a, 6144)])
+        shard_optimizer([s], "adamw", [Window(0, a, 6144)], **options)
         for s, (a, _) in zip(slices, cuts, strict=True)
     ]
     for _ in range(3):
@@ -205,12 +205,12 @@ def test_a_host_gradient_scale_is_devices_clipping(rng):
     clipped, scaled = [p.copy() for p in params], [p.copy() for p in params]
     with vk_adam.AdamW(clipped, lr=1e-2, clip_grad_norm=1.0) as a, vk_adam.AdamW(scaled, lr=1e-2) as b:
         with pytest.raises(ValueError, match="takes no scale"):
-            a._set_grad_scale(0.5)
+            a.internals().set_grad_scale(0.5)
         for _ in range(3):
             grads = [random_grad(rng, (300, 7)) * 100 for _ in params]
             a.step(grads)
             norm = np.float32(a.last_grad_norm())
-            b._set_grad_scale(min(1.0, float(np.float32(1.0) / (norm + np.float32(1e-6)))))
+            b.internals().set_grad_scale(min(1.0, float(np.float32(1.0) / (norm + np.float32(1e-6)))))
             b.step(grads)
             with pytest.raises(ValueError, match="synchronous"):
                 b.step(grads, wait=False)

@@ -4,22 +4,31 @@ the flat-buffer layout, storage formats and state dicts. It speaks to the device
 ``vk_adam._runtime``.
 
 This file is the package's face: ``distributed/``, ``lora/``, ``testing/``, ``_commands/`` and
-the public surface import what they need from here, never from a module below.
+the public surface import what they need from here, never from a module below. It carries what
+the public surface re-exports and what more than one package needs, nothing that serves one
+package alone. The exceptions:
+
+* ``sharding`` is the one sub-face: the building blocks ZeRO-1 plans a sharded optimizer from,
+  which only ``distributed/`` imports (its docstring says why they are not here).
+* What code that wraps an optimizer reads of an instance (the gradient scale, the status
+  buffer, the buffer sets, the runtime) is no import at all: ``Optimizer.internals()``
+  (``access.WrapperAccess``).
+* Names one package alone imports, until their users change (the architecture test lists them,
+  ``ONE_PACKAGE``): the loop-shape knobs (``_commands``' bench reports them),
+  ``subgroup_unsupported`` (``cli``), ``is_signed`` (``testing``), ``blocks`` (``lora``), and
+  ``initial_state`` and ``value_words`` (``tests/optim``; ``distributed/`` takes them from
+  ``sharding``).
 """
 
-from .buffers import BufferSet, Group
-from .clipping import check_harness, check_max_norm
 from .emulation import FormatReference
 from .functional import adam_update
-from .groups import check_options, check_storage, group_options, prepare_grads, revalidate, shader_spec
 from .host_imports import HOST_IMPORT_ENV
-from .inflight import InFlight, StepHandle
-from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
+from .inflight import StepHandle
+from .layout import ALIGN_ELEMENTS
 from .optimizer import Optimizer
-from .options import SHARD_OPTIONS, spell_out_options, split_options
 from .presets import SGD, Adam, AdamW, create
-from .state_dict import ABSMAX_SUFFIX, MASTER_KEY, read_state_dict, write_state_dict
-from .storage import GroupFormat, Storage, Window, blocks, group_format, initial_state, is_signed, value_words
+from .state_dict import ABSMAX_SUFFIX, MASTER_KEY
+from .storage import blocks, group_format, initial_state, is_signed, value_words
 from .variants import INT8_VEC4S_ENV, INT8_WORKGROUPS_ENV, SUBGROUPS_ENV, VEC4S_ENV, subgroup_unsupported
 
 __all__ = [
@@ -30,41 +39,19 @@ __all__ = [
     "INT8_WORKGROUPS_ENV",
     "MASTER_KEY",
     "SGD",
-    "SHARD_OPTIONS",
     "SUBGROUPS_ENV",
     "VEC4S_ENV",
     "Adam",
     "AdamW",
-    "BufferSet",
     "FormatReference",
-    "Group",
-    "GroupFormat",
-    "InFlight",
     "Optimizer",
-    "ParamSlot",
     "StepHandle",
-    "Storage",
-    "Window",
     "adam_update",
-    "align",
     "blocks",
-    "check_harness",
-    "check_max_norm",
-    "check_options",
-    "check_storage",
     "create",
     "group_format",
-    "group_options",
     "initial_state",
     "is_signed",
-    "plan_flat",
-    "prepare_grads",
-    "read_state_dict",
-    "revalidate",
-    "shader_spec",
-    "spell_out_options",
-    "split_options",
     "subgroup_unsupported",
     "value_words",
-    "write_state_dict",
 ]

@@ -1,5 +1,7 @@
 """What an application that keeps its buffers on the GPU uses of an optimizer: its device
 buffers and their layout, and the on-device gradient clipping (its bound and the last norm).
+And what code that wraps an optimizer uses of it (:class:`WrapperAccess`, reached by
+:meth:`DeviceAccess.internals`): ZeRO-1, LoRA checkpoints and the benchmarks.
 
 A base class of :class:`vk_adam.Optimizer`, kept apart so the optimizer front stays about the
 order of a step; it reads the optimizer's device side and runtime, nothing else.
@@ -14,7 +16,90 @@ import numpy as np
 from .._runtime import Runtime, host_view
 from .clipping import check_max_norm
 from .device import DeviceGroups, Group
+from .host_memory import HostTraffic
 from .stepping import Stepper
+from .storage import Storage
+
+
+class WrapperAccess:
+    """The documented interface of an optimizer for code that wraps one, beyond the public API:
+    what ``vk_adam.distributed``'s ZeRO-1, ``vk_adam.lora``'s checkpoint verification and the
+    benchmarks read and set (docs/architecture.md, "What each package may touch"). Reached by
+    :meth:`vk_adam.Optimizer.internals`; no other package reads an optimizer's private attributes.
+
+    It is a view: it reads the optimizer's device side as it is when read, and holds nothing of
+    its own. Applications have no need of it (everything here is the library's machinery, which
+    may change between releases).
+    """
+
+    __slots__ = ("_dev", "_rt")
+
+    def __init__(self, dev: DeviceGroups, rt: Runtime) -> None:
+        self._dev, self._rt = dev, rt
+
+    # -- what the buffers are ----------------------------------------------------------------
+
+    @property
+    def groups(self) -> list[Group]:
+        """Each param group as the device side holds it (``buffers.Group``): its options (the
+        ``param_groups`` dict), shader variant, slots and buffer sets (``Group.sets``, each a
+        ``buffers.BufferSet``: the param, grad and state kp tensors, their storage format
+        ``format``, the ZeRO-1 ``window``, and ``spirv``, the update shader its pipeline runs)."""
+        return self._dev.groups
+
+    @property
+    def storage(self) -> Storage:
+        """The storage options the optimizer was made with (``storage.Storage``: state dtype,
+        stochastic rounding, seed, ZeRO-1 windows, exportable)."""
+        return self._dev.storage
+
+    @property
+    def seed(self) -> int:
+        """The seed of the stochastic-rounding stream now (a loaded state dict may change it, so
+        it can differ from ``storage.seed``)."""
+        return self._dev.seed
+
+    # -- what ZeRO-1 sets ----------------------------------------------------------------------
+
+    def set_grad_scale(self, scale: float | None) -> None:
+        """Multiply the gradients of the next synchronous steps by ``scale`` (the harness's
+        gradient scale, as clipping's factor), a value the caller computed: ZeRO-1 clips by the
+        norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping,
+        nor with ``capturable=True`` (ValueError)."""
+        if self._dev.clipper is not None:
+            raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
+        if self._dev.clock is not None:
+            raise ValueError("a capturable optimizer takes no gradient scale from the host")
+        self._dev.grad_scale = None if scale is None else float(np.float32(scale))
+
+    def stage_status(self) -> list[Any]:
+        """Write the host's part of the status buffer (the skip flag cleared, the scale of
+        :meth:`set_grad_scale`) into its staging memory, and return the buffers a recording must
+        upload before the step (``[status]``, or ``[]`` when the host sets nothing). A
+        synchronous ``step()`` does this itself; a caller that records the step into a sequence
+        of its own (ZeRO-1 over NCCL, ``record_step``) uploads them first."""
+        return self._dev.stage_status()
+
+    # -- what the benchmarks time ---------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        """The optimizer's :class:`vk_adam._runtime.Runtime`: the device, its limits and
+        features, and the record-submit-wait path every step takes (benchmarks time and wrap it)."""
+        return self._rt
+
+    @property
+    def host_traffic(self) -> HostTraffic:
+        """How NumPy groups' params and gradients reach the device and come back
+        (``host_memory.HostTraffic``: host imports, the bound imports, the staged copies), for
+        benchmarks of those paths."""
+        return self._dev.traffic
+
+    def step_ops(self) -> tuple[list[Any], int, int]:
+        """The ops of the next step over the gradients already on the device (no upload), built
+        as ``step()`` builds them, and the span of its update dispatches (first op, one past the
+        last): for benchmarks that run a step's own ops without the optimizer's Python."""
+        return self._dev.step_ops([], self._dev.pushes())
 
 
 class DeviceAccess:
@@ -59,15 +144,13 @@ class DeviceAccess:
             )
         self._dev.max_norm = max_norm
 
-    def _set_grad_scale(self, scale: float | None) -> None:
-        """Multiply the gradients of the next synchronous steps by ``scale`` (the harness's
-        gradient scale, as clipping's factor), a value the caller computed: ZeRO-1 clips by the
-        norm over every rank's shard. None: back to 1.0. Not with this optimizer's own clipping."""
-        if self._dev.clipper is not None:
-            raise ValueError("this optimizer clips on the device (clip_grad_norm); it takes no scale")
-        if self._dev.clock is not None:
-            raise ValueError("a capturable optimizer takes no gradient scale from the host")
-        self._dev.grad_scale = None if scale is None else float(np.float32(scale))
+    def internals(self) -> WrapperAccess:
+        """The interface for code that wraps this optimizer (:class:`WrapperAccess`): its
+        groups' buffer sets and storage, the gradient scale and status buffer a ZeRO-1 shard
+        sets, the runtime and a step's ops for benchmarks. Advanced: applications need none of
+        it, and it may change between releases. It does not check that the optimizer is open
+        (its buffers are freed once it is closed)."""
+        return WrapperAccess(self._dev, self._rt)
 
     def last_grad_norm(self) -> float:
         """The global gradient norm of the last step (before clipping), read from the device.

@@ -1,16 +1,41 @@
 """What a user reads of a ZeRO-1 optimizer: its clipping bound and last global norm, its
 shard, its communicator, its device and memory, and the device buffers of kp tensor params. A
-base class of ``ZeroRedundancyOptimizer``, as ``_optim.access`` is of ``vk_adam.Optimizer``."""
+base class of ``ZeroRedundancyOptimizer``, as ``_optim.access`` is of ``vk_adam.Optimizer``.
+And what benchmarks that time a step's pieces use of it (:class:`ShardInternals`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from .._optim import Group, Optimizer, check_max_norm
+from .._optim import Optimizer
+from .._optim.sharding import Group, check_max_norm
 from ._comm import Communicator
 from ._device import DeviceParams
+from ._nccl import NcclOnVulkan
 from ._plan import Unit
 from ._shard import Partition
+
+
+@dataclass(frozen=True)
+class ShardInternals:
+    """The parts of one rank's ZeRO-1 step, for benchmarks that run and time them one at a time
+    (``benchmarks/h200/``): reached by :meth:`ShardAccess.internals`, as
+    ``vk_adam.Optimizer.internals()`` reaches an optimizer's. Applications have no need of it,
+    and it may change between releases."""
+
+    #: The step over NCCL on the Vulkan buffers (``_nccl.NcclOnVulkan``: ``pull``,
+    #: ``reduce_scatter``, ``record_update``, ``run_update``, ``all_gather``, ``push``,
+    #: ``finish``, ``recordings``, ``submissions``); None on the other paths.
+    nccl: NcclOnVulkan | None
+    #: The communicator the collectives run on (``_comm.Communicator``).
+    comm: Communicator
+    #: This rank's shard optimizer (a :class:`vk_adam.Optimizer`); None if it owns nothing.
+    shard: Optimizer | None
+    #: Copies the param groups' hyperparameters (a schedule may have changed them) into the
+    #: shard's, as each step does before its update.
+    sync_hyper: Callable[[], None]
 
 
 class ShardAccess:
@@ -25,9 +50,18 @@ class ShardAccess:
     _units: list[Unit]
     _max_norm: float | None
     _last_norm: float
+    _nccl: NcclOnVulkan | None
 
     def _check_open(self) -> None:
         raise NotImplementedError
+
+    def _sync_hyper(self) -> None:
+        raise NotImplementedError
+
+    def internals(self) -> ShardInternals:
+        """The parts of this rank's step (:class:`ShardInternals`), for benchmarks that time them
+        apart. Advanced: applications need none of it, and it may change between releases."""
+        return ShardInternals(self._nccl, self._comm, self._inner, self._sync_hyper)
 
     @property
     def clip_grad_norm(self) -> float | None:

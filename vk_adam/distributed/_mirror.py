@@ -20,16 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._optim import (
-    ABSMAX_SUFFIX,
-    MASTER_KEY,
-    BufferSet,
-    Group,
-    GroupFormat,
-    Storage,
-    initial_state,
-    value_words,
-)
+from .._optim import ABSMAX_SUFFIX, MASTER_KEY
+from .._optim.sharding import BufferSet, Group, GroupFormat, Storage, initial_state, value_words
 from .._rules import UpdateRule
 from .._runtime import host_view
 from ._plan import Unit

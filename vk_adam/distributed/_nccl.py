@@ -80,6 +80,9 @@ class NcclOnVulkan:
         # the copies and clears are compute dispatches (glsl/copy_words.comp, fill_words.comp)
         self._pipelines: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (shader, ids) -> (pipeline, tensors)
         self._recorded = rt.recorded_by_key()  # _vulkan's sequences
+        #: The sequence each named submission (``"pull"``, ``"push"``, ...) last ran, for
+        #: benchmarks that submit one again alone (``benchmarks/h200/interop_costs.py``).
+        self.submissions: dict[str, Any] = {}
         self._host_grads: dict[int, Any] = {}  # unit -> the device buffer its NumPy gradients go through
         self._sequence = rt.new_sequence()
         made = [*self._shared, *self.piece_params, *self.piece_grads]
@@ -189,6 +192,7 @@ class NcclOnVulkan:
         )
         if replaced:
             self._forget({id(t) for t in replaced})
+        self.submissions[name] = sequence
         self.bridge.submit(sequence)
 
     def _param_copies(self) -> list[Copy]:
@@ -272,7 +276,7 @@ class NcclOnVulkan:
         acquire, take, give = self._fixed_update_ops()
         sequence = self._sequence
         # a recorded step leaves its status buffer (the clipping factor set by the host) to us
-        status = inner._dev.stage_status()
+        status = inner.internals().stage_status()
         first = [self._rt.upload_op(status)] if status else []
         self._rt.rerecord(sequence, [*acquire, *first, *take])
         inner.record_step(sequence, self.piece_grads)
@@ -304,7 +308,7 @@ class NcclOnVulkan:
     def close(self) -> None:
         self.bridge.close()
         self.views, self._grad_own, self._param_own, self._update_ops = [], None, None, None
-        self._pipelines = {}
+        self._pipelines, self.submissions = {}, {}
         self._rt.close()  # its sequences, pipelines and buffers; the manager is the application's
         self._shared, self.piece_params, self.piece_grads, self._host_grads = [], [], [], {}
 

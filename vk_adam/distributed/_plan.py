@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _formats as fmt
-from .._optim import (
-    ALIGN_ELEMENTS,
+from .._optim import ALIGN_ELEMENTS, group_format
+from .._optim.sharding import (
     Group,
     GroupFormat,
     ParamSlot,
@@ -25,7 +25,6 @@ from .._optim import (
     check_max_norm,
     check_options,
     check_storage,
-    group_format,
     group_options,
     plan_flat,
     shader_spec,

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _formats as fmt
-from .._optim import ParamSlot
+from .._optim.sharding import ParamSlot
 from ._shard import Partition
 
 Array = npt.NDArray[Any]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._optim import Group, GroupFormat, Optimizer, Storage, read_state_dict, write_state_dict
+from .._optim import Optimizer
+from .._optim.sharding import Group, GroupFormat, Storage, read_state_dict, write_state_dict
 from .._rules import UpdateRule
 from ._comm import Communicator, agree
 from ._mirror import StateMirror, build_mirror, fill_from_entry, shard_entry

@@ -2,7 +2,7 @@
 
 The wrapper owns the partition (``_shard``) and the collectives (``_comm``) and delegates the
 math to an ordinary :class:`vk_adam.Optimizer` over this rank's shard: one param per piece of a
-param group the shard holds, each a window of the group's whole buffer (``_optim.storage.Window``),
+param group the shard holds, each a window of the group's whole buffer (``_optim.sharding.Window``),
 so every rule, plugin, storage format and schedule works unchanged and takes exactly the update
 one process would. One step:
 
@@ -32,15 +32,15 @@ import numpy as np
 import numpy.typing as npt
 
 from .._lifetime import Closable
-from .._optim import (
+from .._optim import Optimizer, StepHandle
+from .._optim.sharding import (
     SHARD_OPTIONS,
     InFlight,
-    Optimizer,
-    StepHandle,
     Window,
     check_options,
     prepare_grads,
     revalidate,
+    shard_optimizer,
     spell_out_options,
     split_options,
 )
@@ -221,7 +221,7 @@ class ZeroRedundancyOptimizer(Closable, ShardedStateDict, ShardAccess):
             if self._inner is not None:
                 shard_grads = self._timed(times, "staging", self._shard_inputs)
                 if self._max_norm is not None:
-                    self._inner._set_grad_scale(scale)
+                    self._inner.internals().set_grad_scale(scale)
                 self._timed(times, "update", self._inner.step, shard_grads)
             self._timed(times, "staging", staging.fill_param_send)
             self._timed(times, "all_gather", comm.all_gather, staging.param_send, staging.param_recv)
@@ -351,7 +351,7 @@ def step_on_vulkan_buffers(
         if not early:
             zero._sync_hyper()
             if zero._max_norm is not None:
-                zero._inner._set_grad_scale(scale)
+                zero._inner.internals().set_grad_scale(scale)
             timed(times, "update", nccl.record_update, zero._inner)
         timed(times, "update", nccl.run_update)
     timed(times, "all_gather", nccl.all_gather, zero._comm)
@@ -384,9 +384,10 @@ def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manage
     stochastic = st.stochastic_rounding and any(
         getattr(a, "dtype", np.float32) != np.float32 for a in staging.piece_params
     )
-    return Optimizer(
+    return shard_optimizer(
         groups,
         zero.rule,
+        windows,
         device=device,
         # on the Vulkan buffers the pieces' gradients are copies each step rewrites whole: zeroing
         # them would be a write for nothing (the application's gradients are cleared by the push)
@@ -395,5 +396,4 @@ def _build_shard(zero: ZeroRedundancyOptimizer, device: int | str | None, manage
         stochastic_rounding=stochastic,
         seed=st.seed,
         manager=manager,
-        _windows=windows,
     )

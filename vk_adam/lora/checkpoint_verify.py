@@ -163,11 +163,11 @@ class _Storage:
 
 def _storage_of(optimizer: Optimizer) -> _Storage:
     """The storage of ``optimizer`` (made by ``adapter.optimizer``: one buffer, the adapter's)."""
-    device, group = optimizer._dev, optimizer._groups[0]
+    internals = optimizer.internals()  # Optimizer.internals(): what a wrapper may read
+    group, storage, seed = internals.groups[0], internals.storage, internals.seed
     form = group.sets[0].format
     formats = {s.name: code for s, code in zip(group.variant.state, form.state, strict=True)}
-    storage = device.storage
-    return _Storage(storage.state_dtype, storage.stochastic_rounding, device.seed, formats, form.has_master)
+    return _Storage(storage.state_dtype, storage.stochastic_rounding, seed, formats, form.has_master)
 
 
 def _verify_storage(

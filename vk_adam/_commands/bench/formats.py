@@ -92,7 +92,7 @@ def time_format_step(
             opt.step()
             assert opt.last_gpu_seconds is not None
             gpu.append(opt.last_gpu_seconds)
-        return gpu, str(opt._dev.groups[0].sets[0].spirv), opt.memory_bytes()
+        return gpu, str(opt.internals().groups[0].sets[0].spirv), opt.memory_bytes()
     finally:
         opt.close()
 
