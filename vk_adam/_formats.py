@@ -142,9 +142,8 @@ _ENTRIES = {True: _bucket_entries(True), False: _bucket_entries(False)}
 
 def quant_tables() -> npt.NDArray[np.uint32]:
     """The words of the harness's quantization-table buffer (``vk_adam_rule.glsl`` reads it in
-    place; plugins built before 2026-12-02 copy it into shared memory, so it stays within the
-    16 KiB every Vulkan device offers: 14 KiB): per map (signed at word 0, unsigned at
-    ``MAP_WORDS``) the bucket entries and the 256 map values."""
+    place): per map (signed at word 0, unsigned at ``MAP_WORDS``) the bucket entries and the 256
+    map values."""
     words = np.zeros(TABLE_WORDS, np.uint32)
     for offset, signed in ((0, True), (MAP_WORDS, False)):
         words[offset : offset + TABLE_BUCKETS // 2] = _ENTRIES[signed].view(np.uint32)

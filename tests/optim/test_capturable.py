@@ -294,16 +294,13 @@ def test_a_schedule_on_the_device_gives_each_recorded_step_its_lr(rng, kp_manage
 def test_storage_formats_and_windows_replay(rng, kp_manager, monkeypatch):
     """8-bit and bf16 state, and a buffer bound in windows (several dispatches per step): each
     evaluation of the recording is the step ``step()`` takes."""
-    from vk_adam._runtime import MAX_BINDING_BYTES_ENV
+    from .test_windows import limit_bindings
 
     mgr = kp_manager
     n = 3000
     init = rng.standard_normal(n).astype(np.float32)
     for state_dtype, limit in (("int8-blockwise", None), ("bfloat16", 4096), ("float32", 4096)):
-        if limit is None:
-            monkeypatch.delenv(MAX_BINDING_BYTES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MAX_BINDING_BYTES_ENV, str(limit))
+        limit_bindings(monkeypatch, limit)
         a, b = _kp_params(mgr, [init, init])
         (grad,) = _kp_params(mgr, [np.zeros(n, np.float32)])
         kw: dict[str, Any] = {"manager": mgr, "lr": 1e-2, "state_dtype": state_dtype}

@@ -139,9 +139,11 @@ def test_bad_clipping_options_are_refused_clearly():
             opt.clip_grad_norm = None  # type: ignore[assignment]
 
 
-def test_a_rule_built_against_the_old_harness_is_refused_for_clipping(monkeypatch):
-    """A plugin compiled before the harness read the gradient scale would silently ignore
-    clipping: its status block is 4 bytes (the skip flag only)."""
+def test_clipping_refuses_a_shader_that_does_not_read_the_gradient_scale(monkeypatch):
+    """A shader whose status block is 4 bytes (the skip flag only) would silently ignore clipping.
+    The rule checks refuse such a shader before this (tests/rules/test_harness_version.py); here a
+    checked rule's reflection is made to look old, and clipping's own check gives the same
+    message."""
     real = clipping.reflect
 
     def old_harness(spirv):
@@ -149,7 +151,8 @@ def test_a_rule_built_against_the_old_harness_is_refused_for_clipping(monkeypatc
         return type(interface)(interface.bindings, interface.push_constant_bytes, interface.spec_ids, 4)
 
     monkeypatch.setattr(clipping, "reflect", old_harness)
-    with pytest.raises(ValueError, match=r"older vk_adam_rule\.glsl"):
+    message = r"built against an older vk_adam_rule\.glsl; rebuild the plugin against this vk-adam"
+    with pytest.raises(ValueError, match=message):
         vk_adam.AdamW([np.zeros(4, np.float32)], clip_grad_norm=1.0)
-    with vk_adam.AdamW([np.zeros(4, np.float32)]):  # without clipping it is fine
+    with vk_adam.AdamW([np.zeros(4, np.float32)]):  # without clipping nothing asks
         pass

@@ -10,7 +10,6 @@ import pytest
 
 import vk_adam
 from vk_adam import _formats as fmt
-from vk_adam._optim import buffers
 from vk_adam._optim.storage import group_format
 from vk_adam._rules.registry import default_registry
 from vk_adam.testing import FORMAT_CASES, FormatReference, RuleConformanceError, check_rule
@@ -393,13 +392,6 @@ def test_bad_combinations_are_refused_with_the_option_names():
         vk_adam.AdamW([np.zeros(8, BF16), np.zeros(8, np.float16)])
     with pytest.raises(TypeError, match="C-contiguous float32, float16 or bfloat16"):
         vk_adam.AdamW([np.zeros(8, np.float64)])
-
-
-def test_a_rule_built_before_storage_formats_runs_fp32_only(monkeypatch):
-    # (only construction: this shader is today's, so it cannot really run as an old one)
-    monkeypatch.setattr(buffers, "has_storage_formats", lambda interface: False)
-    with pytest.raises(ValueError, match=r"predates storage formats.*rebuild the plugin"):
-        vk_adam.AdamW([np.zeros(8, np.float32)], state_dtype="bfloat16")
 
 
 def test_grads_of_another_float_dtype_are_converted_with_a_warning(rng):

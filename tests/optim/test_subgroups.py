@@ -136,22 +136,23 @@ def test_invocations_cover_one_pass_of_each_loop():
 
 def test_the_workgroup_size_reaches_the_loops_that_take_any():
     """Constant 25 and the launch's invocations per workgroup: the knob's size where the loop
-    takes any, 256 for the base variant's 8-bit loop, and nothing for a shader built before it."""
+    takes any, 256 for the base variant's 8-bit loop; constant 26 (VK_ADAM_PARAM_OUT) last."""
     from vk_adam._optim.storage import GroupFormat, uint_spec
-    from vk_adam._optim.variants import WORKGROUP_SIZE_SPEC_ID, update_launch
+    from vk_adam._optim.variants import PARAM_OUT_SPEC_ID, update_launch
+    from vk_adam._runtime.runtime import WORKGROUP_SIZE_SPEC_ID
 
     shape = LoopShape(subgroup_size=32, workgroup_size=1024)
     plain, int8 = GroupFormat(), GroupFormat(state=(2, 3))
-    harness5 = frozenset(range(16, 26))
 
-    def launch(form, subgroups=True, ids=harness5):
-        return update_launch(shape, "adam", form, 10**6, lambda _: subgroups, lambda _: ids)
+    def launch(form, subgroups=True, param_out=False):
+        return update_launch(shape, "adam", form, 10**6, lambda _: subgroups, param_out=param_out)
 
     for got, threads in ((launch(plain), 1024), (launch(int8), 1024), (launch(int8, subgroups=False), 256)):
         assert got.threads == threads
         assert got.spec[WORKGROUP_SIZE_SPEC_ID - 16] == uint_spec(threads)[0]
-    old = launch(plain, ids=harness5 - {WORKGROUP_SIZE_SPEC_ID})
-    assert old.threads == 256 and len(old.spec) == WORKGROUP_SIZE_SPEC_ID - 16
+        assert len(got.spec) == PARAM_OUT_SPEC_ID - 16 + 1
+    assert launch(plain, param_out=True).spec[-1] == uint_spec(1)[0]
+    assert launch(plain).spec[-1] == uint_spec(0)[0]
 
 
 def test_the_update_pipeline_is_sized_for_the_workgroup_size(monkeypatch):
@@ -270,8 +271,8 @@ def test_detection_picks_the_subgroup_variant_here_when_the_device_has_it():
 
 
 def test_a_rule_without_the_subgroup_spirv_falls_back_to_the_base_variant(tmp_path, monkeypatch):
-    """A plugin built before the variant existed ships only <name>.spv: it runs that, with the
-    same results, even where the variant is forced."""
+    """A plugin whose package ships only <name>.spv (compiled without vk_adam.shaderc) runs that,
+    with the same results, even where the variant is forced."""
     adamw = default_registry().get("adamw")
     shutil.copy(SPIRV_DIR / "adam.spv", tmp_path / "old_adam.spv")
     variants_ = {

@@ -5,6 +5,7 @@ real oversized buffer on lavapipe (128 MiB limit) must step under validation wit
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import ml_dtypes
@@ -14,7 +15,7 @@ import pytest
 import vk_adam
 from vk_adam import _formats as fmt
 from vk_adam._optim.windows import Chunk, chunks, window
-from vk_adam._runtime import MAX_BINDING_BYTES_ENV, kp_features
+from vk_adam._runtime import DeviceLimits, kp_features
 from vk_adam.testing import FORMAT_CASES
 
 from ..conftest import random_grad
@@ -23,6 +24,25 @@ DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bf
 needs_windows = pytest.mark.skipif(
     not kp_features().binding_windows, reason="this kp build lacks binding windows (vk-adam's kp patch)"
 )
+#: The limits' constructor as the library defines it (the tests below lower what it reports).
+_FROM_PROPERTIES = DeviceLimits.__dict__["from_properties"]
+
+
+def limit_bindings(monkeypatch, limit):
+    """Bindings of at most ``limit`` bytes (None: the device's own) for the runtimes made after
+    this: the device's properties report that ``maxStorageBufferRange``, so small buffers take the
+    windowed path (``_optim/windows.py``) that large ones take on real devices."""
+    if limit is None:
+        monkeypatch.setattr(DeviceLimits, "from_properties", _FROM_PROPERTIES)
+        return
+
+    def lowered(cls, props):
+        limits = _FROM_PROPERTIES.__func__(cls, props)
+        return dataclasses.replace(
+            limits, max_storage_buffer_range=min(limit, limits.max_storage_buffer_range)
+        )
+
+    monkeypatch.setattr(DeviceLimits, "from_properties", classmethod(lowered))
 
 
 # -- the chunks (pure) -----------------------------------------------------------------------------
@@ -57,10 +77,7 @@ def test_a_device_too_small_for_one_aligned_chunk_is_refused():
 def _run(monkeypatch, limit, make_params, steps, rng_seed, **options):
     """Params after ``steps`` steps and the state dict, with bindings limited to ``limit`` bytes
     (None: the device's own)."""
-    if limit is None:
-        monkeypatch.delenv(MAX_BINDING_BYTES_ENV, raising=False)
-    else:
-        monkeypatch.setenv(MAX_BINDING_BYTES_ENV, str(limit))
+    limit_bindings(monkeypatch, limit)
     rng = np.random.default_rng(rng_seed)
     params = make_params(rng)
     with vk_adam.AdamW(params, lr=1e-2, **options) as opt:
@@ -117,10 +134,7 @@ def test_windowed_clipping_norm_agrees_to_float32_rounding(monkeypatch, rng):
     norms = []
     results = []
     for limit in (None, 1 << 16):
-        if limit is None:
-            monkeypatch.delenv(MAX_BINDING_BYTES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MAX_BINDING_BYTES_ENV, str(limit))
+        limit_bindings(monkeypatch, limit)
         r = np.random.default_rng(seed)
         params = make(r)
         with vk_adam.AdamW(params, lr=1e-2, clip_grad_norm=1.0) as opt:
@@ -144,10 +158,7 @@ def test_windowed_kp_tensor_params_and_skip_nonfinite(monkeypatch, kp_manager, r
     grads[1][123] = np.nan  # skipped: params and state untouched
     results = []
     for limit in (None, 1 << 17):
-        if limit is None:
-            monkeypatch.delenv(MAX_BINDING_BYTES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MAX_BINDING_BYTES_ENV, str(limit))
+        limit_bindings(monkeypatch, limit)
         param = kp_manager.tensor(values.copy())
         kp_manager.sequence().eval(kp.OpTensorSyncDevice([param]))
         with vk_adam.Adam([param], lr=1e-2, manager=kp_manager, skip_nonfinite=True) as opt:
@@ -171,10 +182,7 @@ def test_windowed_functional_adam_update(monkeypatch, rng):
     grad = random_grad(rng, (n,))
     out = []
     for limit in (None, 1 << 17):
-        if limit is None:
-            monkeypatch.delenv(MAX_BINDING_BYTES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MAX_BINDING_BYTES_ENV, str(limit))
+        limit_bindings(monkeypatch, limit)
         p, m, v = (a.copy() for a in start)
         vk_adam.adam_update(p, grad.copy(), m, v, 3, {"lr": 1e-2})
         out.append((p, m, v))

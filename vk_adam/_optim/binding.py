@@ -14,10 +14,10 @@ import numpy as np
 from .. import _formats as fmt
 from .._errors import DeviceCapabilityError
 from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
-from .._runtime import WORKGROUP_SIZE, Runtime
+from .._runtime import Runtime
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper
-from .clock import Clock
+from .clock import Clock, clock_workgroups
 from .storage import rng_offset, uint_spec
 from .variants import LoopShape, update_launch
 from .windows import ABSMAX, FP32, Chunk, param_bytes, state_bytes, window
@@ -151,7 +151,7 @@ def _update_pipeline(
     """The update pipeline of one chunk of a buffer set, with ``param`` and ``grad`` bound;
     ``host_grad``: the grad is a host array's import, never zeroed; ``param_out``: the set's
     own param buffer at the master binding is the param read, ``param`` only written; ``slot``:
-    the chunk's among every update dispatch of a step (the clock's arrival word)."""
+    the chunk's among every update dispatch of a step (its count's words in the clock)."""
     states = [bset.state[s.name] for s in group.variant.state]
     tensors = [param, grad, dev.status, *states]
     per_param = param_bytes(bset.format)
@@ -163,35 +163,28 @@ def _update_pipeline(
     bindings += list(zip(states, state_bytes(bset.format) or [FP32] * len(states), strict=True))
     spec = (0.0, *group.spec[1:]) if host_grad else group.spec  # constant 0: zero the grad
     master = bset.param if param_out else bset.master
-    spirv, items = str(group.variant.spirv), -(-chunk.count // 4)  # a vec4 each
-    max_groups, threads = None, WORKGROUP_SIZE  # a rule without storage formats: as built
-    if not dev.builder.has_formats(group.variant) and threads > dev.shape.max_workgroup_size:
-        raise DeviceCapabilityError(
-            f"this device allows {dev.shape.max_workgroup_size} invocations per workgroup "
-            f"(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0]); {spirv} was built "
-            "against an older vk_adam_rule.glsl and runs 256: rebuild the plugin against this vk-adam"
-        )
-    if dev.builder.has_formats(group.variant):
-        absmax = [bset.absmax.get(s.name) for s in group.variant.state]
-        tensors += [*(a or dev.unused for a in absmax), master or dev.unused, dev.qtable]
-        bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
-        bindings += [
-            (master, FP32) if master is not None else (dev.unused, None),
-            (dev.qtable, None),
-        ]
-        padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
-        b = dev.builder
-        launch = update_launch(
-            dev.shape, spirv, bset.format, chunk.count, b.has_shader, b.spec_ids, param_out=param_out
-        )
-        spirv, items = launch.spirv, launch.items
-        max_groups, threads = launch.max_groups, launch.threads
-        spec = (*spec, *padding, *launch.spec)
-        if dev.clock is not None:  # checked when the optimizer was made: the shader declares them
-            group_index = next(i for i, g in enumerate(dev.groups) if g is group)
-            spec = (*spec, *dev.clock.spec(group_index, slot, rng_offset(bset.window, chunk.start)))
-    bset.spirv, bset.spec = spirv, tuple(spec)
-    shader, push = dev.builder.shader(spirv), dev.push_words(group.variant)
+    absmax = [bset.absmax.get(s.name) for s in group.variant.state]
+    tensors += [*(a or dev.unused for a in absmax), master or dev.unused, dev.qtable]
+    bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
+    bindings += [
+        (master, FP32) if master is not None else (dev.unused, None),
+        (dev.qtable, None),
+    ]
+    padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
+    rule_spirv, has_shader = str(group.variant.spirv), dev.builder.has_shader
+    launch = update_launch(dev.shape, rule_spirv, bset.format, chunk.count, has_shader, param_out=param_out)
+    spec = (*spec, *padding, *launch.spec)
+    items, groups, threads = launch.items, launch.max_groups, launch.threads
+    if dev.clock is not None:  # checked when the optimizer was made: the shader declares them
+        # A power-of-two grid, the unit of the clock's count (clock.py); the loop covers the rest.
+        needed = -(-items // threads)
+        groups = clock_workgroups(needed if launch.max_groups is None else min(needed, launch.max_groups))
+        items = groups * threads
+        group_index = next(i for i, g in enumerate(dev.groups) if g is group)
+        offset = rng_offset(bset.window, chunk.start)
+        spec = (*spec, *dev.clock.spec(group_index, slot, groups, offset))
+    bset.spirv, bset.spec = launch.spirv, tuple(spec)
+    shader, push = dev.builder.shader(launch.spirv), dev.push_words(group.variant)
     if 4 * push > dev.rt.max_push_bytes:
         raise DeviceCapabilityError(
             f"rule {group.variant.spirv}: its {4 * push} bytes of push constants exceed this device's "
@@ -199,7 +192,7 @@ def _update_pipeline(
         )
     windows = _windows(dev, bindings, bset, chunk)
     return dev.rt.pipeline(
-        tensors, shader, items, spec, push, max_groups=max_groups, threads=threads, windows=windows
+        tensors, shader, items, spec, push, max_groups=groups, threads=threads, windows=windows
     )
 
 

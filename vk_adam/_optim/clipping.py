@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._rules import ShaderVariant, load_spirv, reflect
+from .._rules import ShaderVariant, load_spirv, reflect, refuse_older_harness
 from .._runtime import Runtime
 
 #: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to
@@ -54,14 +54,11 @@ def check_max_norm(value: Any) -> float | None:
 
 
 def check_harness(variants: Iterable[ShaderVariant]) -> None:
-    """Clipping needs update shaders built against the harness that reads the gradient scale."""
+    """Clipping needs update shaders that read the gradient scale, as every shader built against
+    this harness does. The rule checks (``check_rule_object``, which an optimizer runs before
+    this) already refuse any other, with this message."""
     for variant in variants:
-        if reflect(load_spirv(str(variant.spirv))).status_bytes < 8:
-            raise ValueError(
-                f"shader {variant.spirv} was built against an older vk_adam_rule.glsl that does "
-                "not read the gradient scale, so clip_grad_norm would be ignored; rebuild the "
-                "plugin against this vk-adam, or leave clip_grad_norm off"
-            )
+        refuse_older_harness(f"shader {variant.spirv}", reflect(load_spirv(str(variant.spirv))))
 
 
 class GradClipper:

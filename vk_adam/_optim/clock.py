@@ -4,16 +4,18 @@ lr on the device, so that a recorded step may be evaluated any number of times.
 A step recorded with push constants applies once: its step number, bias corrections and lr are
 the host's, frozen when it is recorded. A captured step instead reads them when it runs, from
 words of the status buffer every update shader binds (``vk_adam_rule.glsl``, binding 2), and the
-step's own update dispatches advance the count (the last workgroup of the last dispatch to
-finish adds one, unless the step was skipped). Its push constants carry only what stays constant
-(the rule's ``capturable_constants``). This module lays the words out and moves them between the
-host and the device; the optimizer decides when.
+step's own update dispatches count it: every workgroup adds 1 to its dispatch's count when it is
+done (a skipped step adds nothing), and each dispatch runs a power-of-two number of workgroups
+P, so the count divided by P is the steps taken, whichever workgroups of the running step have
+finished (``vk_adam_clock_read`` in the harness says why). No pass, barrier or returning atomic
+is added to a step. Its push constants carry only what stays constant (the rule's
+``capturable_constants``). This module lays the words out and moves them between the host and
+the device; the optimizer decides when.
 
 The status buffer's words: ``clipping.STATUS_WORDS`` of its own (skip flag, gradient scale, last
-norm), the count of steps taken (:data:`STEPS_WORD`), the dispatches of the current step that
-finished, then :data:`GROUP_WORDS` per param group (lr; an on-device schedule's kind, warmup,
-total, origin and two settings), then one word per update dispatch of a step (its workgroups that
-finished).
+norm), padding to :data:`HEADER_WORDS`, then :data:`GROUP_WORDS` per param group (lr; an
+on-device schedule's kind, warmup, total, origin and two settings), then two words per update
+dispatch of a step (its counts R and H).
 """
 
 from __future__ import annotations
@@ -32,18 +34,23 @@ from .storage import uint_spec
 
 __all__ = [
     "CAPTURABLE_SPEC_ID",
+    "MAX_WORKGROUPS",
     "SCHEDULE_KINDS",
     "Clock",
     "DeviceSchedule",
+    "clock_workgroups",
     "device_schedule",
 ]
 
-#: The specialization constant ``VK_ADAM_CAPTURABLE`` (harness version 7); 28..31 follow it.
+#: The specialization constant ``VK_ADAM_CAPTURABLE`` (harness version 7); 28..30 follow it.
 CAPTURABLE_SPEC_ID = 27
-#: The word holding the count of steps taken.
-STEPS_WORD = 4
-#: Words before the first group's (the status words, the count, the dispatches done, padding).
+#: Words before the first group's (the status words, padding).
 HEADER_WORDS = 8
+#: Words per update dispatch: its counts R and H (``vk_adam_clock_read``).
+COUNT_WORDS = 2
+#: The most workgroups a captured update dispatch runs (a power of two: the count's unit). Its
+#: grid-stride loop covers the rest; 1,024 workgroups of 256 invocations fill a large GPU.
+MAX_WORKGROUPS = 1024
 #: Words per param group: lr, then the schedule's kind, warmup, total, origin, two settings.
 GROUP_WORDS = 8
 #: vk_adam.schedules' kinds that run on the device, and their codes in the shader.
@@ -102,6 +109,12 @@ def device_schedule(scheduler: Any, group: int, steps_taken: int) -> DeviceSched
     )
 
 
+def clock_workgroups(needed: int) -> int:
+    """The workgroups a captured update dispatch runs for ``needed`` (what one pass over its
+    elements takes): the power of two at or above it, at most :data:`MAX_WORKGROUPS`."""
+    return min(MAX_WORKGROUPS, 1 << max(0, needed - 1).bit_length())
+
+
 class Clock:
     """The clock's words in the status buffer of one optimizer: ``groups`` param groups (their
     lrs) and ``dispatches`` update dispatches per step."""
@@ -110,11 +123,13 @@ class Clock:
         self.rt = rt
         self.groups, self.dispatches = len(lrs), dispatches
         self.schedules: list[DeviceSchedule | None] = [None] * len(lrs)
+        #: Each update dispatch's workgroups (its count's unit), set when its pipeline is made.
+        self.workgroups: dict[int, int] = {}
         self._lrs = [float(lr) for lr in lrs]
 
     def initial_words(self) -> npt.NDArray[np.uint32]:
         """The status buffer's first contents: no skip, scale 1, no step taken, each group's lr."""
-        words = np.zeros(HEADER_WORDS + GROUP_WORDS * self.groups + self.dispatches, np.uint32)
+        words = np.zeros(self._count_word(self.dispatches), np.uint32)
         words[: len(initial_status())] = initial_status()
         for gi, lr in enumerate(self._lrs):
             words[self.group_word(gi) :][:GROUP_WORDS] = DeviceSchedule(lr, 0).words()
@@ -123,11 +138,16 @@ class Clock:
     def group_word(self, group: int) -> int:
         return HEADER_WORDS + GROUP_WORDS * group
 
-    def spec(self, group: int, dispatch: int, rng_offset: int) -> tuple[float, ...]:
-        """Specialization constants 27..31 of an update pipeline: capturable, its group's words,
-        its dispatch's arrival word, dispatches per step, its chunk's rounding-stream offset."""
-        arrivals = HEADER_WORDS + GROUP_WORDS * self.groups + dispatch
-        return uint_spec(1, self.group_word(group), arrivals, self.dispatches, rng_offset & 0xFFFFFFFF)
+    def _count_word(self, dispatch: int) -> int:
+        return HEADER_WORDS + GROUP_WORDS * self.groups + COUNT_WORDS * dispatch
+
+    def spec(self, group: int, dispatch: int, workgroups: int, rng_offset: int) -> tuple[float, ...]:
+        """Specialization constants 27..30 of an update pipeline of ``workgroups`` workgroups (a
+        power of two): capturable, its group's words, its dispatch's counts, its chunk's
+        rounding-stream offset."""
+        assert workgroups & (workgroups - 1) == 0, "the count's unit is a power of two"
+        self.workgroups[dispatch] = workgroups
+        return uint_spec(1, self.group_word(group), self._count_word(dispatch), rng_offset & 0xFFFFFFFF)
 
     def write_lr(self, status: Any, group: int, lr: float) -> None:
         """Group ``group``'s lr from the next evaluation on (any device schedule stops)."""
@@ -143,7 +163,21 @@ class Clock:
     def read_steps(self, status: Any) -> int:
         """The device's count of steps taken (one download; the caller drained its steps)."""
         self.rt.run([self.rt.download_op([status])])
-        return int(self.rt.host_view(status).view(np.uint32)[STEPS_WORD])
+        return self.steps_in(self.rt.host_view(status))
+
+    def steps_in(self, words: npt.NDArray[Any]) -> int:
+        """The count of steps taken that the status buffer's ``words`` hold (dispatch 0's)."""
+        unit = self.workgroups.get(0, 1)
+        first = self._count_word(0)
+        low, high = (int(w) // unit for w in words.view(np.uint32)[first : first + COUNT_WORDS])
+        return high * (2**32 // unit) + low
 
     def write_steps(self, status: Any, steps: int) -> None:
-        self.rt.upload_range(status, STEPS_WORD, np.array([steps], np.uint32))
+        """Set every dispatch's counts to ``steps`` steps taken."""
+        counts = np.zeros(COUNT_WORDS * self.dispatches, np.uint32)
+        for dispatch in range(self.dispatches):
+            unit = self.workgroups.get(dispatch, 1)
+            per_wrap = 2**32 // unit
+            counts[COUNT_WORDS * dispatch] = (steps % per_wrap) * unit
+            counts[COUNT_WORDS * dispatch + 1] = (steps // per_wrap) * unit % 2**32
+        self.rt.upload_range(status, self._count_word(0), counts)

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import ShaderVariant, UpdateRule
-from .._runtime import Runtime, host_view
+from .._runtime import Runtime, copy_regions_op, host_view
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
@@ -121,6 +121,12 @@ class DeviceGroups:
         self.status = rt.buffer(self.clock.initial_words() if self.clock is not None else initial_status())
         self._status_barrier = rt.barrier_op([self.status])
         self.status_download = rt.download_op([self.status])
+        # Captured steps with skip_nonfinite and no clipping: the check pass only ever sets the
+        # skip flag, so each step first copies a 0 over it (recorded once, right every time).
+        self._clear_skip: list[Any] = []
+        if self.clock is not None and skip_nonfinite and not clip:
+            zero = rt.buffer(np.zeros(1, np.uint32))
+            self._clear_skip = [copy_regions_op(zero, self.status, [(0, 0, 4)]), self._status_barrier]
         if self._clip:
             self.clipper = GradClipper(rt, self.status, slots, skip_nonfinite)
         #: device_params: the set's own param buffers hold the params (``HostTraffic.held``).
@@ -241,7 +247,7 @@ class DeviceGroups:
 
     def stage_status(self) -> list[Any]:
         """The status buffer if a synchronous step's host sets it (skip flag, ``grad_scale``).
-        A captured step's clock lives there: the device clears the skip flag after each step."""
+        A captured step's clock lives there: the step clears the skip flag itself (``_clear_skip``)."""
         if self.clock is not None or (not self.skip_nonfinite and self.grad_scale is None):
             return []
         words = host_view(self.status)
@@ -281,12 +287,13 @@ class DeviceGroups:
         ops += self.traffic.copy_in
         first = len(ops) if self.clipper is not None else -1
         if self.clipper is not None or self.skip_nonfinite:
+            ops += self._clear_skip
             ops += [op for bset in self._sets for op in bset.check_ops]
             if self.clipper is not None:
                 ops += self.clipper.finish_ops(self.max_norm)
             # The host reads the verdict after the wait; the update dispatches read the status
             # (verdict, gradient scale) on the GPU. A captured step's host learns it from the
-            # step count instead (the device clears the flag after the step; stepping.py).
+            # step count instead (stepping.py).
             if self.skip_nonfinite and self.clock is None:
                 ops.append(self.status_download)
             ops.append(self._status_barrier)

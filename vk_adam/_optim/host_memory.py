@@ -5,9 +5,10 @@ each large NumPy array straight between its own pages and the group's flat devic
 (byte-range copies, so any address works), instead of through the buffers' staging memory with
 a NumPy copy each way. Pinning pages takes time, so imports are cached per array: a param is
 imported at its first synchronous step, a gradient when the same array comes a second time (a
-training loop reuses its gradient arrays; a fresh array each step would pay for pinning and
-unpinning every step, ~3.7 ms per 64 MiB on the H200 measured, and takes the staging path
-instead: a copy split over threads, ~2.2 ms, ``layout.copy_into``).
+training loop reuses its gradient arrays). A fresh array each step would pay for pinning and
+unpinning its pages every step, which costs more than copying it once through staging memory
+over several threads (``layout.copy_into``), so it takes the staging path instead (the timings
+of both: ``benchmarks/results/h200-2026-12-03-host/``, "The pieces").
 
 A group of one float32 param goes further: its param's import is bound to the update shader
 itself, which reads and writes the array over PCIe in both directions at once, instead of a copy

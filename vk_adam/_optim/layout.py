@@ -114,8 +114,8 @@ def plan_sets(
 
 
 #: Copies of at least this many bytes are split over threads (NumPy releases the GIL while it
-#: copies): one thread moves ~7-13 GB/s of fresh pageable memory on the GPU host measured, 8-16
-#: threads 30-36 GB/s, so a fresh 64 MiB gradient reaches staging memory in ~2 ms, not ~7.
+#: copies): one thread cannot keep a host's memory bus busy on fresh pageable memory, several can
+#: (copy rates by thread count: ``benchmarks/results/h200-2026-12-03-host/``, "The pieces").
 PARALLEL_COPY_BYTES = 4 * 1024 * 1024
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (its threads, the pool), made at first use
 

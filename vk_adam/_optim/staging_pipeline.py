@@ -34,12 +34,13 @@ from .layout import ParamSlot, copy_pool
 #: ``VK_ADAM_STAGING_CHUNK_BYTES``: bytes per chunk (0: no chunks).
 STAGING_CHUNK_ENV = "VK_ADAM_STAGING_CHUNK_BYTES"
 DEFAULT_CHUNK_BYTES = 8 * 1024 * 1024
-#: At most this many chunks per buffer: each is a submission (tens of microseconds of host time).
+#: At most this many chunks per buffer: each is a submission of its own, whose host time adds up.
 MAX_CHUNKS = 16
 #: One copy thread's task: chunks are copied in tasks of this many bytes, taken in order by the
 #: threads, so later chunks are copied while earlier ones travel. (Splitting each chunk over
-#: every thread, one chunk after another, cost about 0.5 ms per chunk on the 16-core GPU host
-#: measured: slower than whole buffers.)
+#: every thread, one chunk after another, made chunked steps slower than whole buffers: the
+#: threads wait for each other at every chunk; ``benchmarks/results/h100-2026-12-06-staging-chunks/``,
+#: ``run1/`` against ``run2/``.)
 TASK_BYTES = 2 * 1024 * 1024
 
 

@@ -19,7 +19,6 @@ from .._errors import LostUpdateWarning, warn_at_caller
 from .._rules import UpdateRule
 from .._runtime import Runtime, device_of, element_count, host_view, refuse_unwritten, uploads_of
 from .captured import CapturedSteps
-from .clock import STEPS_WORD
 from .device import DeviceGroups, Group
 from .groups import check_recordable, prepare_grads, refuse_foreign, refuse_host_grads, revalidate
 from .host_memory import refuse_resized
@@ -299,7 +298,7 @@ class Stepper:
         handle = StepHandle(self._in_flight, before + 1)
         handle.done = True
         if self.captured is not None:  # the device counted the step unless it skipped it
-            after = int(host_view(self._dev.status)[STEPS_WORD])
+            after = self.captured.clock.steps_in(host_view(self._dev.status))
             handle.skipped = after == before
             self.captured.set_steps(after)
             if not handle.skipped:

@@ -4,8 +4,8 @@ Every rule shader is built twice (``vk_adam.shaderc``): ``<name>.spv`` runs on a
 ``<name>.subgroups.spv`` reduces the block maxima of 8-bit state with ``subgroupMax`` instead of
 shared-memory atomics and barriers. The host picks the subgroup variant by feature detection:
 subgroup arithmetic supported in the compute stage, and a subgroup size the variant handles (a
-block of 64 vec4s must split evenly over one subgroup). A rule whose package was built before the
-variant existed has only the base SPIR-V and keeps running it.
+block of 64 vec4s must split evenly over one subgroup). A rule whose package ships only the base
+SPIR-V (compiled without ``vk_adam.shaderc``) runs that everywhere.
 
 Knobs (environment variables, read when an optimizer is built), all bit-identical in results:
 
@@ -13,20 +13,19 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
   or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
-  variant), or blocks per subgroup per iteration (subgroup variant); default 1 (fewer registers,
-  and the faster on the GPUs measured).
+  variant), or blocks per subgroup per iteration (subgroup variant); default 1: fewer registers
+  per invocation, so more invocations stay resident (the sweeps behind the default:
+  ``benchmarks/results/h200-2026-12-02-bench/``, docs/formats.md).
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
   work is looped over); default 2048.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
 * ``VK_ADAM_WORKGROUP_SIZE`` (64, 128, 256, 512 or 1024, at most the device's limit): invocations
   per workgroup of the path without 8-bit state and of the subgroup variant's 8-bit path; default
-  256. The base variant's 8-bit path always runs 256 (its shared block maxima assume it), and a
-  shader built before the knob (harness version < 5) runs its built-in 256.
+  256. The base variant's 8-bit path always runs 256 (its shared block maxima assume it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,12 +62,8 @@ WORKGROUP_SIZE_ENV = "VK_ADAM_WORKGROUP_SIZE"
 STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
 #: Subgroup sizes the variant handles: 64 / size vec4s of a block per lane.
 SUBGROUP_SIZES = (8, 16, 32, 64)
-#: The specialization constant of ``VK_ADAM_VEC4S`` (harness version 4).
-VEC4S_SPEC_ID = 23
-#: The specialization constant of the workgroup size (``local_size_x_id``, harness version 5).
-WORKGROUP_SIZE_SPEC_ID = 25
-#: The specialization constant ``VK_ADAM_PARAM_OUT`` (harness version 6): an fp32 update reads
-#: the param from the master binding and writes both it and the param binding.
+#: The specialization constant ``VK_ADAM_PARAM_OUT``: an fp32 update reads the param from the
+#: master binding and writes both it and the param binding.
 PARAM_OUT_SPEC_ID = 26
 #: Workgroup sizes the knob takes, and the harness's own.
 WORKGROUP_SIZES = (64, 128, 256, 512, 1024)
@@ -139,8 +134,8 @@ class LoopShape:
 @dataclass(frozen=True)
 class UpdateLaunch:
     """What one buffer set's update pipeline runs: the shader (a built-in name or a ``.spv``
-    path), specialization constants 16..25 (16..24 for a shader built before the workgroup-size
-    constant), invocations for one pass, invocations per workgroup and a workgroup cap."""
+    path), specialization constants 16..26, invocations for one pass, invocations per workgroup
+    and a workgroup cap."""
 
     spirv: str
     spec: tuple[float, ...]
@@ -155,45 +150,32 @@ def update_launch(
     form: GroupFormat,
     n: int,
     has_shader: Callable[[str], bool],
-    spec_ids: Callable[[str], frozenset[int]],
+    spec_ids: Callable[[str], frozenset[int]] | None = None,
     param_out: bool = False,
 ) -> UpdateLaunch:
-    """The launch of a rule shader ``spirv`` (built against the harness with storage formats)
-    over ``n`` elements stored as ``form``. 8-bit state runs the subgroup variant where the
-    device can (``shape.subgroup_size``) and the rule's package built one (a plugin built before
-    it has only the base SPIR-V); a shader built before the ``VK_ADAM_VEC4S`` knob takes 1, one
-    built before the workgroup-size constant keeps its 256 invocations per workgroup."""
+    """The launch of a rule shader ``spirv`` over ``n`` elements stored as ``form``. 8-bit state
+    runs the subgroup variant where the device can (``shape.subgroup_size``) and the rule's
+    package ships one. ``spec_ids`` is not read: every shader the rule checks accept declares
+    the loop's constants (it stays for callers that still pass it)."""
     quantized = form.quantized
     subgroups = quantized and shape.subgroup_size > 0 and has_shader(subgroup_spirv(spirv))
     if subgroups:
         spirv = subgroup_spirv(spirv)
-    ids = spec_ids(spirv)
-    if not quantized and VEC4S_SPEC_ID not in ids:
-        shape = dataclasses.replace(shape, vec4s=1)
-    spec = (*form.spec(shape.int8_vec4s), *uint_spec(shape.vec4s, shape.subgroup_size or 32))
-    threads = DEFAULT_WORKGROUP_SIZE
-    if WORKGROUP_SIZE_SPEC_ID in ids:
-        if subgroups or not quantized:  # the base variant's 8-bit loop needs 256
-            threads = shape.workgroup_size
-        spec = (*spec, *uint_spec(threads))
-    if PARAM_OUT_SPEC_ID in ids:
-        spec = (*spec, *uint_spec(int(param_out)))
-    elif param_out:
-        raise ValueError(f"{spirv} was built before VK_ADAM_PARAM_OUT (harness version 6)")
-    if threads > shape.max_workgroup_size:
-        limit = (
-            f"this device allows {shape.max_workgroup_size} invocations per workgroup "
-            "(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0])"
-        )
-        if quantized:
-            raise DeviceCapabilityError(
-                f"{limit}, and 8-bit state runs the base variant's loop here, whose shared block "
-                "maxima need 256 (the subgroup variant cannot run on this device): use "
-                "state_dtype='bfloat16' or 'float32'"
-            )
+    if subgroups or not quantized:
+        threads = shape.workgroup_size  # the knob's (loop_shape keeps it within the device's limit)
+    elif shape.max_workgroup_size < DEFAULT_WORKGROUP_SIZE:
         raise DeviceCapabilityError(
-            f"{limit}; {spirv} was built before the workgroup-size constant and runs 256"
+            f"this device allows {shape.max_workgroup_size} invocations per workgroup "
+            "(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0]), and 8-bit state runs "
+            "the base variant's loop here, whose shared block maxima need 256 (the subgroup "
+            "variant cannot run on this device): use state_dtype='bfloat16' or 'float32'"
         )
+    else:
+        threads = DEFAULT_WORKGROUP_SIZE  # the base variant's 8-bit loop: its shared block maxima
+    spec = (
+        *form.spec(shape.int8_vec4s),
+        *uint_spec(shape.vec4s, shape.subgroup_size or 32, threads, int(param_out)),
+    )
     max_groups = shape.int8_workgroups if quantized else None
     return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups, threads)
 

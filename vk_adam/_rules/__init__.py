@@ -6,7 +6,7 @@ Nothing here touches a Vulkan device. This file is the package's face: other pac
 from here only."""
 
 from .builtin import ADAM, ADAMW, SGD
-from .checks import InvalidRuleError, check_rule_object
+from .checks import InvalidRuleError, check_rule_object, refuse_older_harness
 from .hookspecs import hookimpl, hookspec
 from .registry import (
     BLOCK_ENV,
@@ -50,6 +50,7 @@ __all__ = [
     "load_registry",
     "load_spirv",
     "reflect",
+    "refuse_older_harness",
     "reload_registry",
     "subgroup_spirv",
     "variant_settings",

@@ -21,10 +21,11 @@ from .rule import (
     variant_settings,
 )
 from .spirv import (
-    CLOCK_SPEC_IDS,
     HARNESS_SPEC_IDS,
+    HARNESS_VERSION,
+    SUBGROUP_SIZE_SPEC_ID,
     ShaderInterface,
-    has_storage_formats,
+    is_current_harness,
     load_spirv,
     reflect,
     subgroup_spirv,
@@ -80,13 +81,23 @@ def _check_declaration(rule: UpdateRule) -> None:
             )
 
 
-def _describe_push_block(push_bytes: int, formats: bool = False) -> str:
+def refuse_older_harness(where: str, interface: ShaderInterface) -> None:
+    """Raise :class:`InvalidRuleError` unless the shader ``where`` names was built against this
+    vk-adam's ``vk_adam_rule.glsl`` (:func:`~vk_adam._rules.spirv.is_current_harness`): an older
+    harness binds other buffers and takes other constants, so it is refused whole."""
+    if not is_current_harness(interface):
+        raise InvalidRuleError(
+            f"{where}: built against an older vk_adam_rule.glsl; rebuild the plugin against this "
+            f"vk-adam (harness version {HARNESS_VERSION})"
+        )
+
+
+def _describe_push_block(push_bytes: int) -> str:
     if push_bytes == 0:
         return "has no push-constant block"
-    floats = (push_bytes - (8 if formats else 4)) / 4
+    floats = (push_bytes - 8) / 4
     floats_text = str(int(floats)) if floats == int(floats) else f"{floats:g}"
-    key = " + uint rng_key" if formats else ""
-    return f"push-constant block is {push_bytes} bytes (uint n + {floats_text} floats{key})"
+    return f"push-constant block is {push_bytes} bytes (uint n + {floats_text} floats + uint rng_key)"
 
 
 def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderInterface:
@@ -99,11 +110,11 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
         raise ShaderMissingError(f"{where}: {exc}") from exc
     except Exception as exc:  # a module the small reflector cannot read
         raise InvalidRuleError(f"{where}: cannot read its SPIR-V: {exc}") from exc
-    formats = has_storage_formats(interface)
+    refuse_older_harness(where, interface)
     k = len(variant.state)
-    # The harness with storage formats adds an absmax buffer per state, the master copy and the
-    # quantization tables; an older harness binds param, grad, status and the state.
-    expected = set(range(_FIXED_BINDINGS + 2 * k + 2)) if formats else set(range(_FIXED_BINDINGS + k))
+    # param, grad, status, the state, then the harness's own: an absmax buffer per state, the
+    # master copy and the quantization tables.
+    expected = set(range(_FIXED_BINDINGS + 2 * k + 2))
     if set(interface.bindings) != expected:
         raise InvalidRuleError(
             f"{where}: the shader binds {sorted(interface.bindings)} but the rule declares "
@@ -112,13 +123,13 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
             "buffer, the master copy and the quantization tables); make the variant's state "
             "match the shader's VK_ADAM_STATE_COUNT"
         )
-    push_bytes = (8 if formats else 4) + 4 * variant.hyper_count
+    push_bytes = 8 + 4 * variant.hyper_count
     if interface.push_constant_bytes != push_bytes:
         # Name both sides: the shader is the ground truth the declaration has to match.
         raise InvalidRuleError(
-            f"{where}: the shader's {_describe_push_block(interface.push_constant_bytes, formats)}, "
+            f"{where}: the shader's {_describe_push_block(interface.push_constant_bytes)}, "
             f"but the variant declares hyper_count={variant.hyper_count}, i.e. {push_bytes} bytes "
-            f"(uint n + {variant.hyper_count} floats{' + uint rng_key' if formats else ''}); make "
+            f"(uint n + {variant.hyper_count} floats + uint rng_key); make "
             "hyper_count match the shader's VK_ADAM_HYPER_COUNT"
         )
     if push_bytes > MAX_PUSH_CONSTANT_BYTES:
@@ -139,7 +150,7 @@ def _check_subgroup_variant(where: str, variant: ShaderVariant, base: ShaderInte
     try:
         interface = reflect(load_spirv(subgroup_spirv(variant.spirv)))
     except ShaderMissingError:
-        return  # built before the variant existed: the base variant runs everywhere
+        return  # its package ships no subgroup variant: the base variant runs everywhere
     except Exception as exc:
         raise InvalidRuleError(f"{where}: cannot read its subgroup variant's SPIR-V: {exc}") from exc
     same = (interface.bindings, interface.push_constant_bytes, interface.status_bytes) == (
@@ -147,7 +158,7 @@ def _check_subgroup_variant(where: str, variant: ShaderVariant, base: ShaderInte
         base.push_constant_bytes,
         base.status_bytes,
     )
-    if not same or interface.spec_ids - {24} != base.spec_ids:
+    if not same or interface.spec_ids - {SUBGROUP_SIZE_SPEC_ID} != base.spec_ids:
         raise InvalidRuleError(
             f"{where}: its subgroup variant {subgroup_spirv(variant.spirv)} has another interface "
             "(bindings, push constants or specialization constants) than the base SPIR-V; rebuild "
@@ -170,21 +181,21 @@ def _check_setting(
         raise InvalidRuleError(
             f"{where}: push_constants() returns {len(values)} values for {label}, but the variant "
             f"declares hyper_count={variant.hyper_count} (and its shader's "
-            f"{_describe_push_block(interface.push_constant_bytes, has_storage_formats(interface))}); "
+            f"{_describe_push_block(interface.push_constant_bytes)}); "
             "they must agree"
         )
     if rule.capturable_constants is not None:
-        _check_capturable(rule, key, interface, hyper, label)
+        _check_capturable(rule, key, hyper, label)
     if len(spec) > MAX_RULE_SPEC_CONSTANTS:
         raise InvalidRuleError(
             f"{where}: spec_constants() returns {len(spec)} values for {label}; a rule may use "
             f"ids 1..{MAX_RULE_SPEC_CONSTANTS} (0 and 16.. belong to the harness)"
         )
-    # id 0 is VK_ADAM_ZERO_GRAD, 16..22 the storage formats and 23..25 the loop shape, supplied
-    # by the optimizer
+    # id 0 is VK_ADAM_ZERO_GRAD, and 16.. the harness's (storage formats, loop shape, param out,
+    # step clock), supplied by the optimizer
     supplied = set(range(1 + len(spec))) | (set(interface.spec_ids) & HARNESS_SPEC_IDS)
     if set(interface.spec_ids) != supplied:
-        # The harness's constants (16..25) are supplied by the optimizer: name the rest.
+        # The harness's constants (16..) are supplied by the optimizer: name the rest.
         declared = sorted(set(interface.spec_ids) - HARNESS_SPEC_IDS)
         expected = sorted(supplied - HARNESS_SPEC_IDS)
         raise InvalidRuleError(
@@ -195,19 +206,11 @@ def _check_setting(
         )
 
 
-def _check_capturable(
-    rule: UpdateRule, key: str, interface: ShaderInterface, hyper: dict[str, Any], label: str
-) -> None:
-    """A rule that declares captured steps: its shader reads the step clock (harness 7), and
-    ``capturable_constants`` packs ``hyper_count`` values."""
+def _check_capturable(rule: UpdateRule, key: str, hyper: dict[str, Any], label: str) -> None:
+    """A rule that declares captured steps: ``capturable_constants`` packs ``hyper_count``
+    values (its shader reads the step clock, as every shader of this harness can)."""
     variant = rule.variants[key]
     where = f"rule {rule.name!r}, variant {key!r}"
-    if not CLOCK_SPEC_IDS <= set(interface.spec_ids):
-        raise InvalidRuleError(
-            f"{where} declares capturable_constants, but its shader {variant.spirv} was built "
-            "against a vk_adam_rule.glsl without the step clock (harness version 7); rebuild it "
-            "against this vk-adam, or leave capturable_constants out"
-        )
     assert rule.capturable_constants is not None
     try:
         values = list(rule.capturable_constants(hyper))
@@ -224,8 +227,9 @@ def check_rule(rule: UpdateRule) -> None:
     """Raise :class:`InvalidRuleError` unless every shader variant matches the rule's declaration.
 
     Checks the name, defaults (they validate and select a declared variant), every variant's
-    SPIR-V (bindings 0..2 + one per state buffer, push-constant block 4 + 4*hyper_count bytes,
-    at most 128), and, for the defaults and for every variant that some valid setting reaches
+    SPIR-V (built against this harness, version :data:`~vk_adam._rules.spirv.HARNESS_VERSION`;
+    bindings 0..4 + 2 per state buffer, push-constant block 8 + 4*hyper_count bytes, at most
+    128), and, for the defaults and for every variant that some valid setting reaches
     (:func:`vk_adam._rules.rule.variant_settings`), that ``push_constants`` returns hyper_count
     values and ``spec_constants`` one value per specialization constant the shader declares.
     Uncached; :func:`check_rule_object` is the cached form the optimizer uses.

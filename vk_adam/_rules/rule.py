@@ -36,8 +36,8 @@ ReferenceFn = Callable[
     None,
 ]
 
-#: Push constants are 8 + 4 * hyper_count bytes (4 + 4 * hyper_count for shaders built against
-#: the harness before storage formats); Vulkan guarantees only 128 bytes on every device.
+#: Push constants are 8 + 4 * hyper_count bytes (uint n, the rule's floats, uint rng_key);
+#: Vulkan guarantees only 128 bytes on every device.
 MAX_PUSH_CONSTANT_BYTES = 128
 #: Specialization-constant ids a rule's own constants may use (0 and 16.. are the harness's).
 MAX_RULE_SPEC_CONSTANTS = 15

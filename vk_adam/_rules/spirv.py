@@ -32,26 +32,41 @@ class ShaderInterface:
     bindings: frozenset[int]  # binding numbers used in descriptor set 0
     push_constant_bytes: int  # 0 when the shader has no push-constant block
     spec_ids: frozenset[int]
-    #: Size of the block at binding 2 (a rule's status buffer); 0 when absent or not a plain
-    #: struct. A rule built against a harness older than gradient clipping declares 4 bytes.
+    #: Size of the block at binding 2 (a rule's status buffer: skip flag and gradient scale);
+    #: 0 when absent or not a plain struct.
     status_bytes: int = 0
 
 
-#: Specialization-constant ids of the storage formats (vk_adam_rule.glsl, harness version 3).
+#: The version of ``vk_adam/include/vk_adam_rule.glsl`` (``VK_ADAM_HARNESS_VERSION``): the only
+#: one whose shaders vk-adam runs.
+HARNESS_VERSION = 7
+#: Specialization-constant ids of the storage formats (16..21 formats, 22 the 8-bit loop's vec4s).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
-#: Every specialization-constant id the optimizer supplies beyond 0: the storage formats and
-#: the loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; harness 4;
-#: 25: the workgroup size, harness 5), 26: VK_ADAM_PARAM_OUT (harness 6), and 27..31: the step
-#: clock of captured steps (harness 7; :data:`CLOCK_SPEC_IDS`).
-HARNESS_SPEC_IDS = frozenset(range(16, 32))
-#: The specialization constants of the step clock (VK_ADAM_CAPTURABLE and the clock's words).
-CLOCK_SPEC_IDS = frozenset(range(27, 32))
+#: Every specialization-constant id the optimizer supplies beyond 0: the storage formats, the
+#: loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; 25: the
+#: workgroup size), 26: VK_ADAM_PARAM_OUT, and 27..30: the step clock of captured steps.
+HARNESS_SPEC_IDS = frozenset(range(16, 31))
+#: The subgroup size, declared by the subgroup variant only.
+SUBGROUP_SIZE_SPEC_ID = 24
+#: The status block's bytes: skip flag and gradient scale.
+STATUS_BYTES = 8
 
 
 def has_storage_formats(interface: ShaderInterface) -> bool:
-    """Whether a rule shader was built against the harness that stores 16-bit params and
-    compressed state (older plugins run with fp32 everything)."""
+    """Whether a rule shader declares the storage formats' constants (every shader built against
+    this harness does: see :func:`is_current_harness`)."""
     return FORMAT_SPEC_IDS <= interface.spec_ids
+
+
+def is_current_harness(interface: ShaderInterface) -> bool:
+    """Whether a rule shader was built against this vk-adam's harness (:data:`HARNESS_VERSION`):
+    it declares every specialization constant the optimizer supplies (the subgroup size only in
+    the subgroup variant) and reads the gradient scale from its status block. A shader built
+    against an older ``vk_adam_rule.glsl`` lacks some of them."""
+    return (
+        HARNESS_SPEC_IDS - {SUBGROUP_SIZE_SPEC_ID} <= interface.spec_ids
+        and interface.status_bytes >= STATUS_BYTES
+    )
 
 
 def subgroup_spirv(spirv: str | Path) -> str:

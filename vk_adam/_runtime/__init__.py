@@ -50,7 +50,6 @@ from .limits import (
     max_elements,
 )
 from .runtime import (
-    MAX_BINDING_BYTES_ENV,
     MAX_WORKGROUPS,
     MAX_WORKGROUPS_ENV,
     WORKGROUP_SIZE,
@@ -74,7 +73,6 @@ __all__ = [
     "EXPORT_DTYPES",
     "LINGER_ENV",
     "MAX_ALLOCATION_BYTES_ENV",
-    "MAX_BINDING_BYTES_ENV",
     "MAX_WORKGROUPS",
     "MAX_WORKGROUPS_ENV",
     "WORKGROUP_SIZE",

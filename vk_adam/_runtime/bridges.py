@@ -9,7 +9,8 @@ after CUDA's work so far (``submit``), with CUDA's later work after it.
   (kp patch 0019, ``cuImportExternalSemaphore``). Each Vulkan submission waits on the GPU for
   the value CUDA's stream signals after its work, and signals one the stream waits for before
   its next; the host waits only at the end of a step. The default where the device exports
-  semaphores (faster than host waits on the GPUs measured: BENCHMARKS.md).
+  semaphores: neither API's queue drains at a hand-over (the comparison with host waits:
+  ``benchmarks/results/h200-2026-12-03-cuda/``).
   ``$VK_ADAM_NCCL_ORDER=host`` picks host waits.
 * :class:`HostMirrorBridge`: a stand-in for CUDA where there is none (lavapipe, gloo: the
   collectives run on CPU tensors over each buffer's host staging, downloaded at each hand-over

@@ -263,18 +263,6 @@ class Driver:
             finally:
                 self._pop(dev)
 
-    def free_bytes(self, ordinal: int) -> int:
-        """The device's free memory (``cuMemGetInfo``), for leak checks."""
-        with self._lock:
-            dev = self._push(ordinal)
-            try:
-                free, total = ctypes.c_size_t(), ctypes.c_size_t()
-                got = self._lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
-                self._check(got, "cuMemGetInfo")
-                return int(free.value)
-            finally:
-                self._pop(dev)
-
 
 _DRIVER: Driver | None = None
 

@@ -47,11 +47,6 @@ WORKGROUP_SIZE_SPEC_ID = 25
 MAX_WORKGROUPS = 65535
 
 
-#: Tests only: a lower ``maxStorageBufferRange`` than the device's (bytes), so small buffers take
-#: the windowed path (``_optim/windows.py``) that large ones take on real devices.
-MAX_BINDING_BYTES_ENV = "VK_ADAM_MAX_BINDING_BYTES"
-
-
 #: A lower workgroup cap for tuning experiments; unset: no cap.
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
 
@@ -95,16 +90,15 @@ class Runtime(Closable):
         #: What the device can hold (maxStorageBufferRange, push constants, bindings, ...), read
         #: from it; the spec's guarantees where this kp build cannot read them (``limits``).
         self.limits = DeviceLimits.from_properties(props)
-        #: The largest byte range one storage-buffer binding may span (``$VK_ADAM_MAX_BINDING_BYTES``
-        #: may lower it, for tests), and the alignment of a binding's offset.
+        #: The largest byte range one storage-buffer binding may span, and the alignment of a
+        #: binding's offset.
         # A limit this kp build cannot read (a stock kp: ``limits.assumed``) is not enforced: the
         # spec's guarantee (4 storage buffers per stage, 1 GiB allocations) would refuse every rule,
         # and the stock path is the fallback that warns it is one.
         readable = self.limits.assumed.isdisjoint
         lim = self.limits
-        self.max_binding_bytes = min(
-            lim.max_storage_buffer_range if readable({"max_storage_buffer_range"}) else 1 << 62,
-            env_int(MAX_BINDING_BYTES_ENV, 1 << 62),
+        self.max_binding_bytes = (
+            lim.max_storage_buffer_range if readable({"max_storage_buffer_range"}) else 1 << 62
         )
         self.binding_alignment = lim.min_storage_buffer_offset_alignment
         self.max_push_bytes = lim.max_push_constants_size

@@ -111,7 +111,7 @@ class Sequences:
         self.timed: set[int] = set()
         # run()'s sequences: one without timestamp queries, one with (made when first asked
         # for; a sequence made with queries writes timestamps on every evaluation, which costs
-        # a few microseconds on a GPU and hundreds on lavapipe).
+        # time on every step, most on a software device such as lavapipe).
         self.run_sequence: Any = None
         self.timed_run_sequence: Any = None
         self._run_timestamps = 0

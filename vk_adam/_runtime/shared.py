@@ -1,9 +1,9 @@
 """One Vulkan device per process and device index, shared by every optimizer that opens none.
 
-Opening a device is slow (BENCHMARKS.md, "Lifecycle") and drivers limit how many a process may
-hold (NVIDIA's aborts the process after a few dozen), so every
-vk-adam object that needs a device (optimizers, ``adam_update``, LoRA helpers, ``check_rule``,
-the demo and the bench) takes a reference on one shared ``kp.Manager`` per device index.
+Opening a device is slow (the timings: BENCHMARKS.md, "Lifecycle") and drivers limit how many a
+process may hold (past its limit NVIDIA's aborts the process), so every vk-adam object that needs
+a device (optimizers, ``adam_update``, LoRA helpers, ``check_rule``, the demo and the bench) takes
+a reference on one shared ``kp.Manager`` per device index.
 
 * **Reference-counted.** :func:`acquire` adds a user, :func:`release` drops one. When the last
   user lets go, the device is closed after ``$VK_ADAM_DEVICE_LINGER`` seconds (default 5; ``0``

@@ -29,7 +29,7 @@
 // Specialization constants: 0 is VK_ADAM_ZERO_GRAD; a rule's own constants take ids 1..15;
 // 16..21 are the storage formats below, 22..25 the loop's shape (vk_adam/_optim/variants.py; 25 is
 // the workgroup size, 256 unless the host picks another for a loop that allows it); 26 is
-// VK_ADAM_PARAM_OUT; 27..31 the step clock of captured steps (below).
+// VK_ADAM_PARAM_OUT; 27..30 the step clock of captured steps (below).
 //
 // Captured steps (an optimizer made with capturable=True builds its pipelines with
 // VK_ADAM_CAPTURABLE = 1): a recorded step may be evaluated any number of times, so nothing that
@@ -125,21 +125,18 @@ layout(std430, set = 0, binding = 2) readonly buffer status_block {
 
 // -- the step clock of captured steps (harness version 7) -----------------------------------------
 // The status buffer's words (vk_adam/_optim/clock.py lays them out): 0 skip, 1 gradient scale,
-// 2 last norm, 3 unused, 4 the count of steps taken, 5 the update dispatches of the current step
-// that finished, 6..7 unused; then 8 words per param group at VK_ADAM_CLOCK_GROUP (lr, and the
-// on-device schedule: kind, warmup, total, origin, two settings); then one word per update
-// dispatch of a step at VK_ADAM_CLOCK_ARRIVALS (its finished workgroups).
+// 2 last norm, 3..7 unused; then 8 words per param group at VK_ADAM_CLOCK_GROUP (lr, and the
+// on-device schedule: kind, warmup, total, origin, two settings); then two words per update
+// dispatch of a step at VK_ADAM_CLOCK_COUNT: its count of finished workgroups, R, and of
+// finished workgroups of the steps that wrapped R around, H (see vk_adam_clock_read).
 layout(constant_id = 27) const uint VK_ADAM_CAPTURABLE = 0u;
 layout(constant_id = 28) const uint VK_ADAM_CLOCK_GROUP = 8u;
-layout(constant_id = 29) const uint VK_ADAM_CLOCK_ARRIVALS = 16u;
-layout(constant_id = 30) const uint VK_ADAM_CLOCK_DISPATCHES = 1u;
+layout(constant_id = 29) const uint VK_ADAM_CLOCK_COUNT = 16u;
 // The chunk's offset in its buffer's stochastic-rounding stream (as uint: offset * stride).
-layout(constant_id = 31) const uint VK_ADAM_RNG_OFFSET = 0u;
-layout(std430, set = 0, binding = 2) coherent buffer vk_adam_clock_block {
+layout(constant_id = 30) const uint VK_ADAM_RNG_OFFSET = 0u;
+layout(std430, set = 0, binding = 2) buffer vk_adam_clock_block {
     uint vk_adam_clock_words[];
 };
-#define VK_ADAM_CLOCK_STEPS 4u
-#define VK_ADAM_CLOCK_DISPATCHES_DONE 5u
 // Schedule kinds (vk_adam/_optim/clock.py): the lr as set, or a vk_adam.schedules formula.
 #define VK_ADAM_SCHEDULE_NONE 0u
 #define VK_ADAM_SCHEDULE_CONSTANT 1u
@@ -151,6 +148,7 @@ layout(std430, set = 0, binding = 2) coherent buffer vk_adam_clock_block {
 uint vk_adam_clock_step = 0u;
 float vk_adam_clock_lr = 0.0;
 uint vk_adam_clock_rng_key = 0u;
+bool vk_adam_clock_wraps = false;
 
 // The 1-based step being taken, and the group's lr for it (captured steps; see the top).
 uint vk_adam_step() { return vk_adam_clock_step; }
@@ -166,7 +164,7 @@ float vk_adam_one_minus_pow(float log_base, uint t) {
     // -expm1(x) = -x (1 + x/2 (1 + x/3 (1 + ... (1 + x/10)))), |x| <= 0.5: |term| < 3e-10
     float e = 1.0;
     [[unroll]] for (int k = 10; k >= 2; k--) {
-        e = 1.0 + x / float(k) * e;
+        e = 1.0 + x * (1.0 / float(k)) * e;
     }
     return mix(-x * e, 1.0 - exp(x), x < -0.5);
 }
@@ -181,7 +179,7 @@ float vk_adam_cos(float x) {
     const float y2 = y * y;
     float s = 1.0;
     [[unroll]] for (int k = 13; k >= 3; k -= 2) {
-        s = 1.0 - y2 / float(k * (k - 1)) * s;
+        s = 1.0 - y2 * (1.0 / float(k * (k - 1))) * s;
     }
     return -y * s;
 }
@@ -217,35 +215,39 @@ float vk_adam_scheduled_lr(uint step) {
 uint vk_adam_mix32(uint x);
 
 // Read this step's values from the clock (every invocation, before its loop).
+//
+// The count of steps taken needs no pass of its own and no atomic that returns a value: every
+// workgroup of the dispatch adds 1 to R when it is done (vk_adam_clock_tick), so after step t,
+// R = t * P (P = gl_NumWorkGroups.x, a power of two the host picks, clock.py), and while step t + 1
+// runs R = t * P + k with k < P (this workgroup has not added its 1 yet): R / P = t whenever any
+// workgroup of the step reads it, in whatever order they run. R counts modulo 2^32; in the step
+// after which it wraps around to 0 every workgroup also adds 1 to H, which counts those wraps the
+// same way, so the count is (H / P) * 2^32 / P + R / P, exact up to 2^32 steps.
 void vk_adam_clock_read() {
-    vk_adam_clock_step = vk_adam_clock_words[VK_ADAM_CLOCK_STEPS] + 1u;
+    const uint shift = uint(findLSB(gl_NumWorkGroups.x));  // P = 2^shift
+    const uint low = vk_adam_clock_words[VK_ADAM_CLOCK_COUNT] >> shift;
+    const uint high = vk_adam_clock_words[VK_ADAM_CLOCK_COUNT + 1u] >> shift;
+    vk_adam_clock_wraps = low == (0xFFFFFFFFu >> shift);
+    vk_adam_clock_step = ((high << (31u - shift)) << 1u) + low + 1u;
     vk_adam_clock_lr = vk_adam_scheduled_lr(vk_adam_clock_step);
     // vk_adam._formats.step_key's last round and offset_key, on the device: the push constant
     // carries the buffer's base key (the rounds of the seed and buffer index).
     vk_adam_clock_rng_key = vk_adam_mix32(vk_adam_pc.rng_key + vk_adam_clock_step) + VK_ADAM_RNG_OFFSET;
 }
 
-// Advance the clock once per step, from inside the update dispatches: a dispatch's last workgroup
-// to finish counts the dispatch done, and the last dispatch of the step to be done adds 1 to the
-// count of steps taken (a skipped step instead clears the skip flag for the next evaluation). By
-// then every workgroup of the step has read the clock, so the step needs no pass and no barrier
-// of its own; the barrier after the step makes the new count visible to the next. Called by every
-// invocation, in uniform control flow.
+// Count this workgroup's part of the step (see vk_adam_clock_read): after every invocation of
+// the workgroup has read the clock, one non-returning atomic add; a skipped step (the skip flag,
+// stable while the update runs) counts nothing. Called by every invocation, in uniform control
+// flow. The barrier after the step makes the counts visible to the next step's reads.
 void vk_adam_clock_tick() {
-    barrier();  // every invocation of this workgroup is done with the step
-    if (gl_LocalInvocationIndex != 0u) return;
-    memoryBarrierBuffer();
-    if (atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_ARRIVALS], 1u) != gl_NumWorkGroups.x - 1u) return;
-    atomicExchange(vk_adam_clock_words[VK_ADAM_CLOCK_ARRIVALS], 0u);
-    if (VK_ADAM_CLOCK_DISPATCHES > 1u) {
-        memoryBarrierBuffer();
-        if (atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_DISPATCHES_DONE], 1u) != VK_ADAM_CLOCK_DISPATCHES - 1u) return;
-        atomicExchange(vk_adam_clock_words[VK_ADAM_CLOCK_DISPATCHES_DONE], 0u);
-    }
-    if (atomicExchange(vk_adam_clock_words[0], 0u) == 0u) {  // word 0: the skip flag
-        atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_STEPS], 1u);
+    barrier();  // every invocation of this workgroup has read the clock
+    if (gl_LocalInvocationIndex != 0u || vk_adam_skip_step != 0u) return;
+    atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_COUNT], 1u);
+    if (vk_adam_clock_wraps) {
+        atomicAdd(vk_adam_clock_words[VK_ADAM_CLOCK_COUNT + 1u], 1u);
     }
 }
+
 VK_ADAM_BUFFER(3 + 2 * VK_ADAM_STATE_COUNT, master)
 layout(std430, set = 0, binding = 4 + 2 * VK_ADAM_STATE_COUNT) readonly buffer qtable_block {
     uint vk_adam_tables[];
