@@ -49,8 +49,10 @@ HEADER_WORDS = 8
 #: Words per update dispatch: its counts R and H (``vk_adam_clock_read``).
 COUNT_WORDS = 2
 #: The most workgroups a captured update dispatch runs (a power of two: the count's unit). Its
-#: grid-stride loop covers the rest; 1,024 workgroups of 256 invocations fill a large GPU.
-MAX_WORKGROUPS = 1024
+#: grid-stride loop covers the rest. Fewer workgroups than a push-constant dispatch runs cost
+#: large steps time; more shorten the count before it wraps (2^32 / this, extended by the
+#: wrap count): benchmarks/results/h100-2026-12-06-clock-grid/ times 256 to 16,384.
+MAX_WORKGROUPS = 4096
 #: Words per param group: lr, then the schedule's kind, warmup, total, origin, two settings.
 GROUP_WORDS = 8
 #: vk_adam.schedules' kinds that run on the device, and their codes in the shader.
