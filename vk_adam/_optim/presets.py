@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._rules import ADAM, ADAMW, UpdateRule
+from .._rules import ADAM, ADAMW
 from .._rules import SGD as _SGD_RULE
 from .optimizer import Optimizer
 from .options import OptimizerOptions, refuse_unknown, spell_out_options
@@ -17,7 +16,7 @@ if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; annotations are not evaluat
     from typing import Unpack
 
 # The signatures show each rule's own defaults (one definition: the rule's ``defaults``).
-_S = _SGD_RULE.defaults
+_A, _AW, _S = ADAM.defaults, ADAMW.defaults, _SGD_RULE.defaults
 
 
 def _pair(betas: Any) -> Any:
@@ -26,54 +25,6 @@ def _pair(betas: Any) -> Any:
     if isinstance(betas, (list, tuple)) or (isinstance(betas, np.ndarray) and betas.ndim == 1):
         return tuple(betas)
     return betas
-
-
-def _adam_init(name: str, rule: UpdateRule, keyword_only: tuple[str, ...] = ()) -> Callable[..., None]:
-    """The ``__init__`` of class ``name`` (Adam, AdamW), defined once: torch's arguments over
-    ``rule``, with the rule's defaults; ``keyword_only``: the rule's hyperparameters taken by
-    keyword only, after those (Adam's ``decoupled_weight_decay``; AdamW has none, and refuses it
-    as an unknown keyword)."""
-    d = rule.defaults
-
-    def __init__(
-        self: Optimizer,
-        params: Iterable[Any],
-        lr: float = d["lr"],
-        betas: tuple[float, float] = d["betas"],
-        eps: float = d["eps"],
-        weight_decay: float = d["weight_decay"],
-        amsgrad: bool = d["amsgrad"],
-        maximize: bool = d["maximize"],
-        **options: Any,
-    ) -> None:
-        extra = {key: options.pop(key, d[key]) for key in keyword_only}
-        # the next __init__ after this class's, as super() in the class body would find it
-        owner: type[Optimizer] = next(c for c in type(self).__mro__ if vars(c).get("__init__") is __init__)
-        next_init: Callable[..., None] = super(owner, self).__init__
-        next_init(
-            params,
-            rule.name,
-            lr=lr,
-            betas=_pair(betas),
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            maximize=maximize,
-            **extra,
-            **refuse_unknown(f"{type(self).__name__}.__init__", options),
-        )
-
-    # The signature help() and inspect.signature show: self unannotated, the keyword-only
-    # hyperparameters, then every option (spell_out_options), as a def in the class would.
-    self_, *given, rest = inspect.signature(__init__).parameters.values()
-    keyword = [
-        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=d[k], annotation="bool")
-        for k in keyword_only
-    ]
-    parameters = [self_.replace(annotation=inspect.Parameter.empty), *given, *keyword, rest]
-    __init__.__signature__ = inspect.signature(__init__).replace(parameters=parameters)  # type: ignore[attr-defined]
-    __init__.__qualname__ = f"{name}.__init__"
-    return spell_out_options()(__init__)
 
 
 class Adam(Optimizer):
@@ -86,7 +37,32 @@ class Adam(Optimizer):
     :class:`vk_adam.Optimizer`.
     """
 
-    __init__ = _adam_init("Adam", ADAM, ("decoupled_weight_decay",))
+    @spell_out_options()
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = _A["lr"],
+        betas: tuple[float, float] = _A["betas"],
+        eps: float = _A["eps"],
+        weight_decay: float = _A["weight_decay"],
+        amsgrad: bool = _A["amsgrad"],
+        maximize: bool = _A["maximize"],
+        *,
+        decoupled_weight_decay: bool = _A["decoupled_weight_decay"],
+        **options: Unpack[OptimizerOptions],
+    ) -> None:
+        super().__init__(
+            params,
+            "adam",
+            lr=lr,
+            betas=_pair(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=decoupled_weight_decay,
+            **refuse_unknown(f"{type(self).__name__}.__init__", options),
+        )
 
 
 class AdamW(Optimizer):
@@ -98,7 +74,29 @@ class AdamW(Optimizer):
     :class:`vk_adam.Optimizer`.
     """
 
-    __init__ = _adam_init("AdamW", ADAMW)
+    @spell_out_options()
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = _AW["lr"],
+        betas: tuple[float, float] = _AW["betas"],
+        eps: float = _AW["eps"],
+        weight_decay: float = _AW["weight_decay"],
+        amsgrad: bool = _AW["amsgrad"],
+        maximize: bool = _AW["maximize"],
+        **options: Unpack[OptimizerOptions],
+    ) -> None:
+        super().__init__(
+            params,
+            "adamw",
+            lr=lr,
+            betas=_pair(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            **refuse_unknown(f"{type(self).__name__}.__init__", options),
+        )
 
 
 class SGD(Optimizer):
