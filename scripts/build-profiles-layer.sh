@@ -10,6 +10,8 @@
 # DIR/profiles-layer-<key>/ (DIR: ${VK_ADAM_CACHE:-~/.cache/vk-adam}), where the key hashes this
 # script, the vendored sources and the versions of the Debian packages built against: a change to
 # any of them builds anew, an unchanged checkout never rebuilds (about 40 s on 2 cores, done once).
+# The vendored profiles (profiles/*.json) and the README are data the layer reads at run time, not
+# build inputs: they are left out of the key, so vendoring a profile does not rebuild the layer.
 #
 # Run the tests under a profile with scripts/test-profiles.sh (docs/devices.md).
 set -euo pipefail
@@ -45,7 +47,7 @@ versions="$(dpkg-query -W -f='${Package} ${Version}\n' libvulkan-dev vulkan-vali
 key="$( {
   cat "${BASH_SOURCE[0]}"
   echo "$versions"
-  (cd "$SRC" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+  (cd "$SRC" && find . -type f ! -path './profiles/*' ! -name README.md | LC_ALL=C sort | xargs sha256sum)
 } | sha256sum | cut -c1-16)"
 dest="$CACHE/profiles-layer-$key"
 if [ -f "$dest/VkLayer_khronos_profiles.json" ] && [ -f "$dest/libVkLayer_khronos_profiles.so" ]; then

@@ -3,7 +3,8 @@
 #
 #   bash scripts/check-wheels.sh [DIST]        (default dist/)
 #
-# 1. `auditwheel show` on every platform wheel; no libvulkan inside any wheel.
+# 1. `auditwheel show` on every platform wheel (one kp wheel per CPython version: cp311, and cp312
+#    where scripts/build-wheels.sh found that interpreter); no libvulkan inside any wheel.
 # 2. A clean venv (`python -m venv`) outside the checkout, with a PATH that has no cmake, g++ or
 #    glslangValidator; `pip install --no-index --find-links DIST vk-adam vk-adam-lion`, timed:
 #    the library alone (no matplotlib, no tqdm).
@@ -14,6 +15,10 @@
 # 4. Without a Vulkan loader (kp's NEEDED libvulkan.so.1 pointed at a name that does not exist,
 #    which is what the dynamic linker sees when libvulkan1 is not installed): `import vk_adam`
 #    works and the first device call raises NoVulkanDeviceError naming what to install.
+#
+# Steps 2 to 4 run on one interpreter, $PYTHON (default python3): check another version's wheels
+# with e.g. `PYTHON=/opt/torch/.venv/bin/python bash scripts/check-wheels.sh` (its kp wheel must be
+# in DIST).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIST="$(cd "${1:-$ROOT/dist}" && pwd)"
@@ -25,7 +30,13 @@ fail() { printf '[check-wheels] FAIL: %s\n' "$*" >&2; exit 1; }
 # --- 1. tags and contents -------------------------------------------------------------------
 shopt -s nullglob
 platform=("$DIST"/kp-*manylinux*.whl)
-[ ${#platform[@]} -eq 1 ] || fail "expected one manylinux kp wheel in $DIST, found ${#platform[@]}"
+[ ${#platform[@]} -ge 1 ] || fail "expected a manylinux kp wheel in $DIST, found none"
+# One per CPython version (the tag after the version: kp-0.9.0+vkadam.N-cpXY-cpXY-manylinux_...).
+tags="$(for whl in "${platform[@]}"; do basename "$whl" | cut -d- -f3; done | sort)"
+[ -z "$(uniq -d <<< "$tags")" ] || fail "more than one manylinux kp wheel for $(uniq -d <<< "$tags" | tr '\n' ' ')in $DIST"
+host_tag="$("$HOST_PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+grep -qx "$host_tag" <<< "$tags" || fail "no kp wheel for $host_tag ($HOST_PY) in $DIST: it has $(tr '\n' ' ' <<< "$tags")"
+log "kp wheels for: $(tr '\n' ' ' <<< "$tags")(the checks below run on $host_tag, $HOST_PY)"
 for whl in "$DIST"/kp-*.whl "$DIST"/vk_adam-*.whl "$DIST"/vk_adam_lion-*.whl; do
   if "$VPY" -c 'import sys, zipfile; sys.exit(any("libvulkan" in n for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "$whl"; then
     log "$(basename "$whl"): $(du -k "$whl" | cut -f1) KiB, no libvulkan inside"
@@ -33,8 +44,10 @@ for whl in "$DIST"/kp-*.whl "$DIST"/vk_adam-*.whl "$DIST"/vk_adam_lion-*.whl; do
     fail "$(basename "$whl") bundles libvulkan: the system's loader must be the one used"
   fi
 done
-log "auditwheel show $(basename "${platform[0]}"):"
-PATH="$(dirname "$VPY"):$PATH" "$VPY" -m auditwheel show "${platform[0]}" | sed 's/^/    /'
+for whl in "${platform[@]}"; do
+  log "auditwheel show $(basename "$whl"):"
+  PATH="$(dirname "$VPY"):$PATH" "$VPY" -m auditwheel show "$whl" | sed 's/^/    /'
+done
 
 # --- 2. a clean venv, no compilers on PATH, outside the checkout ------------------------------
 work="$(mktemp -d /tmp/vk-adam-wheels.XXXXXX)"

@@ -19,14 +19,18 @@ import pytest
 from vk_adam import _validation as validation
 from vk_adam.shaderc import compile_shaders
 
+from .test_shipping_profiles import SHIPPING
+
 pytestmark = pytest.mark.slow  # builds the layer on first use; every probe is a subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The device classes the suite runs under (scripts/test-profiles.sh has the same table).
+#: The device classes the suite runs under (scripts/test-profiles.sh has the same table): three
+#: reference classes, then the classes that ship (test_shipping_profiles.SHIPPING, issue 57).
 PROFILES = {
     "VP_ANDROID_baseline_2022": ROOT / "third_party/vulkan-profiles/profiles/VP_ANDROID_baseline_2022.json",
     "VP_KHR_roadmap_2022": Path("/usr/share/vulkan/registry/profiles/VP_KHR_roadmap_2022.json"),
     "VP_VK_ADAM_spec_min": ROOT / "tests/profiles/vk_adam_spec_min.json",
+    **SHIPPING,
 }
 
 #: 256 invocations per workgroup: past the spec minimum of maxComputeWorkGroupInvocations (128)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _formats as fmt
 from .._errors import DeviceCapabilityError
-from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant
+from .._rules import MAX_RULE_SPEC_CONSTANTS, ShaderVariant, UpdateRule
 from .._runtime import Runtime
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper
@@ -27,6 +27,7 @@ class DeviceGroups(Protocol):
     """What binding needs of ``device.DeviceGroups`` (a protocol: ``device`` imports this module)."""
 
     rt: Runtime
+    rule: UpdateRule
     builder: GroupBuilder
     clipper: GradClipper | None
     skip_nonfinite: bool
@@ -189,6 +190,17 @@ def _update_pipeline(
         raise DeviceCapabilityError(
             f"rule {group.variant.spirv}: its {4 * push} bytes of push constants exceed this device's "
             f"maxPushConstantsSize ({dev.rt.max_push_bytes} bytes); the rule cannot run here"
+        )
+    if len(tensors) > dev.rt.max_storage_buffers:
+        # Checked here as well as in Runtime.pipeline so that the refusal names the rule: the
+        # binding count is the rule's choice (5 + 2 per state buffer), not the caller's.
+        states_n = len(group.variant.state)
+        raise DeviceCapabilityError(
+            f"rule {dev.rule.name!r} binds {len(tensors)} storage buffers ({states_n} state "
+            f"buffers: 5 + 2 x {states_n}), more than {dev.rt.device.name} allows one compute "
+            f"pipeline (maxPerStageDescriptorStorageBuffers / maxDescriptorSetStorageBuffers: "
+            f"{dev.rt.max_storage_buffers}); it cannot run here. A rule with at most "
+            f"{max(0, (dev.rt.max_storage_buffers - 5) // 2)} state buffers can"
         )
     windows = _windows(dev, bindings, bset, chunk)
     return dev.rt.pipeline(

@@ -99,17 +99,16 @@ def shared_floats(dim: int, rank: int, rows: int, threads: int = ROW_THREADS) ->
 
 
 def default_threads(manager: Any, dim: int, rank: int) -> int:
-    """forward_backward.comp's workgroup size for this device: ``ROW_THREADS`` on a CPU driver;
-    on a GPU the largest power of two up to ``ROW_THREADS_GPU`` that the device allows and whose
+    """forward_backward.comp's workgroup size for this device: the largest power of two up to
+    ``ROW_THREADS`` (CPU driver) or ``ROW_THREADS_GPU`` (GPU) that the device allows and whose
     shared memory (one row) fits."""
     props = manager.get_device_properties()
-    if int(props.get("device_type", -1)) == DEVICE_TYPE_CPU:
-        return ROW_THREADS
-    threads = ROW_THREADS_GPU
-    while threads > 1 and (
-        threads > int(props["max_work_group_invocations"])
-        or shared_floats(dim, rank, 1, threads) > SHARED_FLOATS
-    ):
+    cpu = int(props.get("device_type", -1)) == DEVICE_TYPE_CPU
+    threads = ROW_THREADS if cpu else ROW_THREADS_GPU
+    # A CPU driver is held to the device's limits too: a profile (or a small device) may
+    # allow fewer invocations, or a smaller x size, than ROW_THREADS.
+    limit = min(int(props["max_work_group_invocations"]), int(props["max_work_group_size"][0]))
+    while threads > 1 and (threads > limit or shared_floats(dim, rank, 1, threads) > SHARED_FLOATS):
         threads //= 2
     return threads
 
