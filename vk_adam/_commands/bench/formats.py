@@ -1,12 +1,18 @@
 """``vk-adam bench --cases formats``: one AdamW step of one large tensor in each storage format
-(16-bit params, bf16 and 8-bit blockwise state), against vk-adam's fp32 step and torch's fused
-AdamW (fp32, and bf16 params with bf16 state) on CUDA when it runs on the same machine.
+(fp32, fp16 and bf16 params, with an fp32 master copy or stochastic rounding; fp32, bf16 and
+8-bit blockwise state), against torch's fused AdamW (fp32, and bf16 params with bf16 state) on
+CUDA when it runs on the same machine.
 
-Reported per row: GPU time of the update dispatch (Vulkan timestamps; CUDA events for torch,
-steps back to back), the bytes one step actually moves per element, the effective bandwidth
-(those bytes over the GPU time) and its share of the device's copy bandwidth, resident bytes
-per param (``Optimizer.memory_bytes()``: param, gradient, master copy, state, block scales),
-and the time relative to vk-adam's fp32 step.
+Every row times the GPU, not a bus: the params stay on the device (fp32: kp tensors on the
+runtime's manager, as the main bench; 16-bit: NumPy arrays with ``device_params=True``, which the
+device holds between steps), the gradient is on the device, and the time is the update
+dispatch's alone (Vulkan timestamps, ``Optimizer.last_gpu_seconds``, median of ``repeats``: the
+main bench's timing; CUDA events for torch, steps back to back).
+
+Reported per row: that GPU time, the bytes one step moves per element, the effective bandwidth
+(those bytes over the GPU time) and its share of the device's copy bandwidth, resident bytes per
+param (``Optimizer.memory_bytes()``: param, gradient, master copy, state, block scales), and the
+time relative to vk-adam's fp32 step.
 """
 
 from __future__ import annotations
@@ -31,13 +37,18 @@ class FormatConfig:
     state_dtype: str
 
 
+#: Every param format (fp32; fp16 and bf16 with an fp32 master copy or stochastic rounding)
+#: with the state formats it is used with.
 CONFIGS = (
     FormatConfig("fp32 params, fp32 state", "float32", False, "float32"),
     FormatConfig("fp32 params, bf16 state", "float32", False, "bfloat16"),
     FormatConfig("fp32 params, int8 state", "float32", False, "int8-blockwise"),
+    FormatConfig("bf16 params + master, bf16 state", "bfloat16", False, "bfloat16"),
     FormatConfig("bf16 params + master, int8 state", "bfloat16", False, "int8-blockwise"),
     FormatConfig("bf16 params (SR), bf16 state", "bfloat16", True, "bfloat16"),
     FormatConfig("bf16 params (SR), int8 state", "bfloat16", True, "int8-blockwise"),
+    FormatConfig("fp16 params + master, int8 state", "float16", False, "int8-blockwise"),
+    FormatConfig("fp16 params (SR), bf16 state", "float16", True, "bfloat16"),
     FormatConfig("fp16 params (SR), int8 state", "float16", True, "int8-blockwise"),
 )
 
@@ -68,23 +79,40 @@ def time_format_step(
     repeats: int,
     warmup: int,
     device_index: int | None = None,
-) -> tuple[list[float], str, dict[str, int]]:
-    """GPU seconds of ``repeats`` AdamW steps of ``p`` in ``cfg``'s formats (the gradient ``g``
-    uploaded once), the shader that ran (variants.py) and ``Optimizer.memory_bytes()``."""
+) -> tuple[list[float], str, dict[str, int], str]:
+    """GPU seconds of ``repeats`` AdamW update dispatches of ``p`` in ``cfg``'s formats, with
+    the params and the gradient ``g`` on the device (see the module's docstring), the shader
+    that ran (variants.py), ``Optimizer.memory_bytes()`` and where the params lie."""
     from ..._optim import Optimizer
+    from ..._runtime import Runtime, host_view
 
+    rt = Runtime(device=device_index) if cfg.param_dtype == "float32" else None
+    params: list[Any] = [p]
+    where = "device (NumPy, device_params=True)"
+    if rt is not None:  # fp32: the application's kp tensor, as in the main bench
+        params = [rt.buffer(np.ascontiguousarray(p, np.float32))]
+        rt.run([rt.upload_op(params)])
+        where = "device (kp tensor)"
     opt = Optimizer(
-        [p],
+        params,
         "adamw",
+        manager=None if rt is None else rt.manager,
         device=device_index,
         zero_grad=False,
         profile=True,
         lr=1e-4,
         state_dtype=cfg.state_dtype,
         stochastic_rounding=cfg.stochastic_rounding,
+        device_params=rt is None,
     )
     try:
-        opt.step([g])  # uploads the gradient once; later steps read it on the device
+        if rt is not None:
+            grad = opt.grad_buffer(0, 0)
+            host_view(grad)[:] = g
+            rt.run([rt.upload_op([grad])])
+            opt.step()
+        else:
+            opt.step([g])  # uploads the gradient once; later steps read it on the device
         for _ in range(warmup):
             opt.step()
         gpu = []
@@ -92,14 +120,25 @@ def time_format_step(
             opt.step()
             assert opt.last_gpu_seconds is not None
             gpu.append(opt.last_gpu_seconds)
-        return gpu, str(opt.internals().groups[0].sets[0].spirv), opt.memory_bytes()
+        inside = opt.internals()
+        bset = inside.groups[0].sets[0]
+        bound = inside.host_traffic.bound.get((0, 0)) if rt is None else None
+        if bound is not None and (bound[0] is not bset.param or bound[2] is not bset.grad):
+            raise RuntimeError(  # the row would time a bus, not the GPU
+                f"{cfg.label}: the update bound host memory instead of the device's buffers"
+            )
+        return gpu, str(bset.spirv), opt.memory_bytes(), where
     finally:
         opt.close()
+        if rt is not None:
+            for t in params:
+                rt.free_buffer(t)
+            rt.close()
 
 
 def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, warmup: int) -> dict[str, Any]:
     p, g = format_data(cfg, n)
-    gpu, shader, mem = time_format_step(cfg, p, g, repeats, warmup, device_index)
+    gpu, shader, mem, where = time_format_step(cfg, p, g, repeats, warmup, device_index)
     resident = sum(mem[k] for k in ("param", "grad", "master", "state", "absmax"))
     return {
         "backend": "vk-adam",
@@ -109,6 +148,7 @@ def bench_format(cfg: FormatConfig, n: int, device_index: int, repeats: int, war
         "bytes_per_element": bytes_per_element(cfg),
         "resident_bytes_per_param": resident / n,
         "shader": shader,
+        "params": where,
     }
 
 
@@ -170,10 +210,15 @@ def run_formats_bench(
     warmup: int,
     out: Path,
     quiet: bool = False,
+    sizes: tuple[int, ...] | None = None,
 ) -> str:
+    """Every config of ``CONFIGS`` at each of ``sizes`` (default: 2^24 and 2^28 elements on a
+    GPU, 2^20 and 2^22 on a CPU driver), then torch's rows; writes formats.json and formats.md
+    into ``out`` and returns the table."""
     from tqdm import tqdm
 
-    sizes = (2**20, 2**22) if software else (2**24, 2**28)
+    if sizes is None:
+        sizes = (2**20, 2**22) if software else (2**24, 2**28)
     cuda = not software and cuda_available()
     rows: list[dict[str, Any]] = []
     jobs = [(cfg, n) for n in sizes for cfg in CONFIGS]
@@ -220,5 +265,10 @@ def format_table(report: dict[str, Any]) -> str:
         )
     shaders = sorted({r["shader"] for r in report["rows"] if r.get("shader")})
     knobs = " ".join(f"{k}={v}" for k, v in report.get("knobs", {}).items()) or "none set"
-    lines += ["", f"Shaders: {', '.join(shaders) or 'n/a'}. Knobs: {knobs}."]
+    lines += [
+        "",
+        "GPU ms: the update dispatch alone (Vulkan timestamps), params and gradient on the device "
+        "(fp32: kp tensors; 16-bit: NumPy with device_params=True).",
+        f"Shaders: {', '.join(shaders) or 'n/a'}. Knobs: {knobs}.",
+    ]
     return "\n".join(lines)
