@@ -42,7 +42,7 @@ pack)
   cp "${kp[0]}" "$dist"/vk_adam-*.whl "$dist"/vk_adam_lion-*.whl "$dir"/
   # Every dependency for that CPython, binary only, resolved with DIR first (so kp is ours).
   python3 -m pip -q --disable-pip-version-check download --only-binary=:all: \
-    --python-version "3.$version" --implementation cp \
+    --python-version "3.$version" --implementation cp --platform manylinux_2_34_x86_64 \
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
     --find-links "$dir" -d "$dir" "$dir"/vk_adam-*.whl "$dir"/vk_adam_lion-*.whl "${TEST_DEPS[@]}"
   for name in "${DEBS[@]}"; do

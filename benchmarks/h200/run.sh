@@ -44,6 +44,9 @@
 #             (as in scale; ZERO=0 leaves it out)
 #   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
 #             largest steps of scale, without zero/
+#   formats   formats.log and formats/ (vk-adam bench --cases formats: every storage format with
+#             its params on the device), costs.txt and costs/ (format_costs.py: the 8-bit path's
+#             parts, patched-harness builds timed against the release; $COST_SIZES, default 24 28)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -62,8 +65,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in
-  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose|boundaries|captured) ;;
-  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose, boundaries, captured)" >&2; exit 2 ;;
+  ""|full|exchange|bench|twice|final|two-gpus|host|suite|rest|verify|scale|bench-main|diagnose|boundaries|captured|formats) ;;
+  *) echo "run.sh: unknown mode $mode (full, exchange, bench, twice, final, two-gpus, host, suite, rest, verify, scale, bench-main, diagnose, boundaries, captured, formats)" >&2; exit 2 ;;
 esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
@@ -132,6 +135,16 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
     [ "${ZERO:-1}" = 0 ] && exit 0
     timeout 110 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"
+    exit 0;;
+  formats)
+    start=$(date +%s)
+    timeout 300 "$PYTHON" -m vk_adam bench --cases formats --out "$OUT/formats" > "$OUT/formats.log" 2>&1
+    echo "formats rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/formats/formats.md"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout 280 "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} --out "$OUT/costs" \
+      > "$OUT/costs.txt" 2>&1
+    echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
     exit 0;;
   suite)
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
