@@ -87,7 +87,7 @@ def main() -> None:
         "device": opt.device.name,
         "elements": n,
         "bytes_per_buffer": 4 * n,
-        "max_allocation_bytes": internals.runtime.max_allocation_bytes,
+        "max_allocation_bytes": internals.runtime.facts.max_allocation_bytes,
         "buffer_sets": len(group.sets),
         "pieces": pieces,
         "build_s": built,

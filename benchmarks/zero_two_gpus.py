@@ -21,7 +21,7 @@ Written by rank 0 to ``DIR/zero_two_gpus.json`` and ``.md``, and printed:
   tensor's bytes), and vk-adam's largest difference from torch's params, relative to the params'
   largest magnitude.
 
-``--dry-run``: gloo, and the host-mirror stand-in for CUDA (``VK_ADAM_ZERO_TEST_BRIDGE``), so the
+``--dry-run``: gloo, and the host-mirror stand-in for CUDA (``stand_in_for_cuda``), so the
 script itself can be checked on lavapipe; its times measure nothing of interest.
 """
 
@@ -161,7 +161,9 @@ def run_torch(args: argparse.Namespace, rank: int, world: int, dist: Any) -> dic
 def main() -> None:
     args = _args()
     if args.dry_run:
-        os.environ["VK_ADAM_ZERO_TEST_BRIDGE"] = "host-mirror"
+        from vk_adam._runtime import stand_in_for_cuda
+
+        stand_in_for_cuda(True)
     import torch
     import torch.distributed as dist
 

@@ -22,6 +22,7 @@ alone, after the others ran in parallel.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import random
@@ -36,6 +37,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.internal.detection import is_hypothesis_test
 
+from vk_adam._runtime import DeviceLimits
 from vk_adam.pytest_plugin import derive_seed, seed_of, session_seed
 
 # No example database: what a hypothesis test runs depends on its seed alone (a failure found
@@ -158,6 +160,32 @@ def adamw_f64(
 def random_grad(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Gradients whose scale changes from step to step (1e-3 .. 1e2), never all zeros."""
     return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 2)).astype(np.float32)
+
+
+#: The limits' constructor as the library defines it (``limit_allocations`` lowers what it reports).
+_FROM_PROPERTIES = DeviceLimits.__dict__["from_properties"]
+
+
+def limit_allocations(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
+    """Allocations of at most ``limit`` bytes (None: the device's own) for the runtimes and limits
+    read after this: the device's properties report that ``maxMemoryAllocationSize`` (read, even
+    where a stock kp cannot read the device's), so small NumPy groups take the several-buffer-sets
+    path that groups past one allocation take on real devices. As ``tests/optim/test_windows.py``
+    lowers bindings; the two replace each other, so a test takes one of them."""
+    if limit is None:
+        monkeypatch.setattr(DeviceLimits, "from_properties", _FROM_PROPERTIES)
+        return
+
+    def lowered(cls: type[DeviceLimits], props: Mapping[str, Any]) -> DeviceLimits:
+        limits = _FROM_PROPERTIES.__func__(cls, props)
+        readable = "max_memory_allocation_size" not in limits.assumed
+        return dataclasses.replace(
+            limits,
+            max_memory_allocation_size=min(limit, limits.max_memory_allocation_size) if readable else limit,
+            assumed=limits.assumed - {"max_memory_allocation_size"},
+        )
+
+    monkeypatch.setattr(DeviceLimits, "from_properties", classmethod(lowered))
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """Where a captured step's extra GPU time goes: its grid.
 
 A captured update dispatch (``capturable=True``) runs a power-of-two grid of at most
-``vk_adam._optim.clock.MAX_WORKGROUPS`` workgroups, the unit of the device's step count, and loops
+``vk_adam._optim.clock.MAX_CLOCK_WORKGROUPS`` workgroups, the unit of the device's step count, and loops
 over the rest; a push-constant dispatch runs as many workgroups as the elements need (up to the
 device's cap). This times, for each size and each cap of the captured grid, one fp32 AdamW step
 of each kind on kp tensors, alternately in one loop (so both run at the same GPU clock): GPU ms
@@ -29,7 +29,7 @@ from vk_adam._runtime import Runtime
 
 
 def measure(rt: Runtime, n: int, cap: int, repeats: int) -> dict[str, Any]:
-    clock.MAX_WORKGROUPS = cap  # read when a captured pipeline is made
+    clock.MAX_CLOCK_WORKGROUPS = cap  # read when a captured pipeline is made
     rng = np.random.default_rng(0)
     init = rng.standard_normal(n).astype(np.float32)
     tensors = [rt.buffer(init), rt.buffer(init), rt.buffer(rng.standard_normal(n).astype(np.float32))]

@@ -5,9 +5,10 @@ timed against the release build, interleaved step by step, at 2^24 and 2^28 elem
 
 Builds (each a copy of vk_adam/include with one part replaced; only ``release`` gives correct
 results, the others are for timing):
-  release        the harness as shipped
-  deq-shared     the dequantizing map (2 x 256 floats) read from shared memory, filled once per
-                 workgroup, instead of from the table buffer through the L1 cache
+  release        the harness as shipped (the map values in shared memory, the bucket entries
+                 read in place)
+  map-in-place   the map values read from the table buffer, through the L1 cache, as the
+                 bucket entries are (the harness before format_costs.py measured the two)
   quant-arith    the quantizer without its bucket table: the decade by seven compares, the step
                  in it by one multiply (about the instructions an exact arithmetic quantizer needs)
   deq-arith      the dequantizer without its table: the decade from the code's top bit, the value
@@ -18,7 +19,9 @@ results, the others are for timing):
                  cost on their own (a floor with the same bytes and the same loop)
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
 yardstick is the same copy shader (``copy_GBps``). Writes DIR/format_costs.json and prints a table.
-Params on the device as in the formats bench (fp32: kp tensors; 16-bit: device_params=True).
+Params on the device as in the formats bench (fp32: kp tensors; 16-bit: device_params=True). The
+builds take turns step by step, each step after a moment of copies (``ClockWarmer``: the GPU at
+a busy clock); the median of ``--rounds`` steps each.
 """
 
 from __future__ import annotations
@@ -38,27 +41,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DEQ_TABLE = re.compile(
-    r"float vk_adam_dequantize\(uint c, bool signed_map\) \{\n"
-    r"    return uintBitsToFloat\(vk_adam_tables\[.*?\]\);\n\}",
-    re.S,
+DEQ = re.compile(
+    r"float vk_adam_dequantize\(uint c, bool signed_map\) \{\n    return vk_adam_map_values\[.*?\];\n\}", re.S
 )
 CODE_OF = re.compile(r"uint vk_adam_code_of\(float a, uint map\) \{.*?\n\}", re.S)
-MAIN_START = "    const uint n_vec4 = (n + 3u) >> 2;\n"
+LOAD_MAP = "        vk_adam_load_map_values();\n"
 UPDATE_CALL = "vk_adam_update(P, vk_adam_load_grad(i, n) * vk_adam_grad_scale, S);"
 
-DEQ_SHARED = """shared float vk_adam_deq_shared[512];
-float vk_adam_dequantize(uint c, bool signed_map) {
-    return vk_adam_deq_shared[(signed_map ? 0u : 256u) + c];
+DEQ_IN_PLACE = """float vk_adam_dequantize(uint c, bool signed_map) {
+    return uintBitsToFloat(
+        vk_adam_tables[(signed_map ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + c]);
 }"""
-DEQ_FILL = """    if (VK_ADAM_ANY_INT8) {
-        for (uint w = lid; w < 512u; w += gl_WorkGroupSize.x) {
-            vk_adam_deq_shared[w] = uintBitsToFloat(vk_adam_tables[(w < 256u ? 0u : VK_ADAM_MAP_WORDS)
-                + VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)]);
-        }
-        barrier();
-    }
-"""
 DEQ_ARITH = """float vk_adam_dequantize(uint c, bool signed_map) {
     uint m = signed_map ? (c >= 127u ? c - 127u : 127u - c) : c;
     uint i = uint(findMSB(max(m, 1u)));
@@ -80,14 +73,14 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
 }"""
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
 
-#: (build, patches): each patch a (pattern or str, replacement); regexes must match once.
+#: (build, patches): each patch a (pattern or str, replacement); each must match once.
 BUILDS: dict[str, list[tuple[Any, str]]] = {
     "release": [],
-    "deq-shared": [(DEQ_TABLE, DEQ_SHARED), (MAIN_START, MAIN_START + DEQ_FILL)],
+    "map-in-place": [(DEQ, DEQ_IN_PLACE), (LOAD_MAP, "")],
     "quant-arith": [(CODE_OF, QUANT_ARITH)],
-    "deq-arith": [(DEQ_TABLE, DEQ_ARITH)],
-    "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ_TABLE, DEQ_ARITH)],
-    "bare": [(CODE_OF, QUANT_ARITH), (DEQ_TABLE, DEQ_ARITH), (UPDATE_CALL, BARE_UPDATE)],
+    "deq-arith": [(DEQ, DEQ_ARITH), (LOAD_MAP, "")],
+    "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
+    "bare": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, ""), (UPDATE_CALL, BARE_UPDATE)],
 }
 
 #: (label, param dtype, stochastic rounding, state dtype) as the formats bench's rows.
@@ -168,12 +161,15 @@ def main() -> int:
     ap.add_argument("--builds", nargs="+", default=list(BUILDS))
     args = ap.parse_args()
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
-    from vk_adam._commands.bench.measure import vulkan_copy_bandwidth
+    from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
     from vk_adam._runtime import Runtime
 
     args.out.mkdir(parents=True, exist_ok=True)
     rt = Runtime()
     copy = vulkan_copy_bandwidth(rt, 2**26, 10) / 1e9
+    # Each timed step follows a moment of copies: between steps the host works (a 16-bit row
+    # copies its params out), and an idle GPU lowers its clock.
+    warmer = ClockWarmer(rt)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         rules = build_rules(Path(tmp))
@@ -189,6 +185,7 @@ def main() -> int:
                             made[b][0].step()
                     for _ in range(args.rounds):
                         for b in builds:
+                            warmer.warm()
                             made[b][0].step()
                             samples[b].append(made[b][0].last_gpu_seconds * 1e3)
                 finally:
@@ -215,6 +212,7 @@ def main() -> int:
                         f"{100 * row['of_copy']:.0f}% of copy",
                         flush=True,
                     )
+    warmer.close()
     rt.close()
     (args.out / "format_costs.json").write_text(json.dumps({"copy_GBps": copy, "rows": results}, indent=2))
     return 0

@@ -21,12 +21,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+import vk_adam.distributed as vkd
+from vk_adam._runtime import Runtime, stand_in_for_cuda
+
 DRY = "--dry-run" in sys.argv
 if DRY:
-    os.environ["VK_ADAM_ZERO_TEST_BRIDGE"] = "host-mirror"
-
-import vk_adam.distributed as vkd  # noqa: E402
-from vk_adam._runtime import Runtime  # noqa: E402
+    stand_in_for_cuda(True)
 
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", "29537")

@@ -45,8 +45,10 @@
 #   diagnose  host_paths.json (host_paths.py: the pieces of a NumPy step, each alone) and the
 #             largest steps of scale, without zero/
 #   formats   formats.log and formats/ (vk-adam bench --cases formats: every storage format with
-#             its params on the device), costs.txt and costs/ (format_costs.py: the 8-bit path's
-#             parts, patched-harness builds timed against the release; $COST_SIZES, default 24 28)
+#             its params on the device; FORMATS=0 leaves it out), bench.log and bench/ with MAIN=1
+#             (vk-adam bench, the main cases, in the same run), costs.txt and costs/
+#             (format_costs.py: the 8-bit path's parts, patched-harness builds timed against the
+#             release; $COST_SIZES, default 24 28; COSTS=0 leaves it out)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -137,14 +139,24 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"
     exit 0;;
   formats)
-    start=$(date +%s)
-    timeout 300 "$PYTHON" -m vk_adam bench --cases formats --out "$OUT/formats" > "$OUT/formats.log" 2>&1
-    echo "formats rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/formats/formats.md"
-    start=$(date +%s)
-    # shellcheck disable=SC2086
-    timeout 280 "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} --out "$OUT/costs" \
-      > "$OUT/costs.txt" 2>&1
-    echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
+    if [ "${FORMATS:-1}" = 1 ]; then
+      start=$(date +%s)
+      timeout 300 "$PYTHON" -m vk_adam bench --cases formats --out "$OUT/formats" > "$OUT/formats.log" 2>&1
+      echo "formats rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/formats/formats.md"
+    fi
+    if [ "${MAIN:-0}" = 1 ]; then  # the main cases, in the same run as the formats
+      start=$(date +%s)
+      timeout "${BENCH_SECONDS:-260}" "$PYTHON" -m vk_adam bench --cases auto --repeats 20 --warmup 3 \
+        --cpu-max-elements 0 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+      echo "bench rc=$? in $(( $(date +%s) - start )) s"; sed -n '/^| case/,$p' "$OUT/bench.log" | tail -40
+    fi
+    if [ "${COSTS:-1}" = 1 ]; then
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      timeout "${COST_SECONDS:-280}" "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} \
+        --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
+      echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
+    fi
     exit 0;;
   suite)
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \

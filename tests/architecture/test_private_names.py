@@ -25,14 +25,9 @@ ROOT = PACKAGE.parent
 #: is read, never run (tests/docs/test_docs.py: no test runs a benchmark script).
 APPLICATIONS = tuple("benchmarks examples".split())
 #: Uses that remain, each in a file whose owner changes it (the fix named); this list only
-#: shrinks (an entry no longer found fails). (path from the repository root, name): why.
-KNOWN = {
-    ("vk_adam/lora/checkpoint.py", "_apply_state"): "schedules: a public apply of a checked state",
-    ("vk_adam/lora/checkpoint_verify.py", "_checked_state"): "schedules: a public check of a state dict",
-    ("vk_adam/distributed/_device.py", "_runtime"): "lora: a LoRAAdapter method that moves it onto a device",
-    ("vk_adam/_commands/demo/model.py", "_offsets"): "_commands/demo: LoRAAdapter.slices() is public",
-    ("vk_adam/_commands/bench/host_peers.py", "_dev"): "_commands/bench: internals().host_traffic",
-}
+#: shrinks (an entry no longer found fails), and is empty now: a new use is fixed, not listed.
+#: (path from the repository root, name): why.
+KNOWN: dict[tuple[str, str], str] = {}
 #: What a receiver is when a class uses its own (or an inherited) attribute.
 OWN_RECEIVERS = frozenset({"self", "cls"})
 #: Built-ins that take an attribute's name as a string.

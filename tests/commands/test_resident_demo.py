@@ -7,6 +7,8 @@ evaluation or one evaluation per step, bit for bit, and the references as closel
 from __future__ import annotations
 
 import itertools
+import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -394,9 +396,13 @@ class _FakeManager:
     """Device properties only: what the example's defaults read."""
 
     def __init__(self, device_type: int, invocations: int) -> None:
-        self.props = {"device_type": device_type, "max_work_group_invocations": invocations}
+        self.props = {
+            "device_type": device_type,
+            "max_work_group_invocations": invocations,
+            "max_work_group_size": (invocations, invocations, 64),
+        }
 
-    def get_device_properties(self) -> dict[str, int]:
+    def get_device_properties(self) -> dict[str, Any]:
         return self.props
 
 
@@ -407,6 +413,7 @@ class _FakeManager:
         (2, 256, 128, 256),  # a GPU that allows fewer
         (1, 512, 128, 512),  # an integrated GPU
         (4, 1024, 128, 256),  # a CPU driver (lavapipe)
+        (4, 128, 128, 128),  # a CPU driver under a profile that allows 128 (Android 15's minimum)
         (2, 1024, 900, 1024),  # near the largest dim whose row fits in 16 KiB
     ],
 )
@@ -489,6 +496,20 @@ def test_short_resident_run_matches_torch(short_runs):
     theirs = train_torch(cfg, False)
     assert theirs is not None
     assert curve_gap(resident, theirs[0]) < GAP_VS_TORCH
+
+
+def test_without_torch_the_demo_says_its_comparison_is_skipped(monkeypatch, capsys):
+    """Where torch is not installed (here: its import fails), the torch curve is left out with one
+    line that says why and how to get it, not without a word."""
+    from vk_adam._commands.demo.torch_peer import train_torch
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # ``import torch`` raises ImportError
+    assert train_torch(DemoConfig(layers=2, dim=16, rank=2, steps=1, batch=8), False) is None
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said == [
+        "vk-adam demo: torch is not installed, so the comparison with torch is skipped "
+        "(pip install torch adds it)"
+    ]
 
 
 def test_torch_sees_the_same_model_and_data():

@@ -28,11 +28,11 @@ pytest.importorskip("torch")
 import vk_adam
 import vk_adam.distributed as vkd
 from vk_adam import DeviceCapabilityError
-from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV, sharing
+from vk_adam._runtime import sharing
 from vk_adam.lora import LoRAAdapter, update_lora_adapter
 from vk_adam.schedules import CosineDecay
 
-from ..conftest import assert_same_refusals, random_grad
+from ..conftest import assert_same_refusals, limit_allocations, random_grad
 from . import zero1_worker as worker
 from .test_zero1 import (
     _close,
@@ -272,7 +272,7 @@ def test_what_device_params_refuse(rng, one_rank, kp_manager, monkeypatch):
         with pytest.raises(TypeError, match="needs vk-adam's patched kp"):
             vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr)
     with monkeypatch.context() as m:  # every rank's gradients in one buffer: past one allocation
-        m.setenv(MAX_ALLOCATION_BYTES_ENV, "1024")  # 256 float32; the gradients need 320 (300 padded)
+        limit_allocations(m, 1024)  # 256 float32; the gradients need 320 (300 padded)
         with pytest.raises(
             DeviceCapabilityError,
             match=r"ZeRO-1 on kp tensor params keeps every rank's gradients in one device buffer of "
@@ -521,9 +521,22 @@ PLAN = {
 
 
 def _run_case(
-    launcher: str, world: int, case: str, tmp_path: Path, manager: Any, staging: str, seed: int
+    launcher: str,
+    world: int,
+    case: str,
+    tmp_path: Path,
+    manager: Any,
+    staging: str,
+    seed: int,
+    *,
+    host_mirror: bool = False,
 ) -> None:
+    """``case`` on ``world`` ranks, checked against one process; ``host_mirror``: the ranks run
+    the collectives-on-Vulkan-buffers path over gloo with the host mirror standing in for CUDA
+    (test_zero1_vulkan_collectives.py)."""
     config = _device_config(case, tmp_path, manager, seed)
+    if host_mirror:
+        config["host_mirror"] = True  # zero1_worker.run_device calls stand_in_for_cuda itself
     done, seconds = launch(launcher, world, config, tmp_path / "job")
     print(f"{launcher}, {world} ranks, {case}: {seconds:.1f} s")
     check_device_job(config, world, tmp_path / "job", done, manager, staging)

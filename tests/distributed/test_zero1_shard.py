@@ -25,7 +25,7 @@ from vk_adam.distributed._comm import agree, make_communicator
 from vk_adam.distributed._shard import device_for_rank, local_rank, partition
 from vk_adam.distributed._staging import ShardStaging
 
-from ..conftest import gloo_world_of_one, random_grad, scale_error
+from ..conftest import gloo_world_of_one, limit_allocations, random_grad, scale_error
 
 
 def _random_totals(rng: np.random.Generator, block: int) -> list[int]:
@@ -453,13 +453,12 @@ def test_a_shard_larger_than_one_allocation_steps_in_pieces(rng, one_rank_group,
     buffer set each, each a window of the shard from its first element: bit for bit what one
     process steps with the whole group in one buffer set, stochastic rounding's stream included."""
     import vk_adam.distributed as vkd
-    from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
 
     shapes = [(300, 500), (4099,)]  # 154,099 elements: three pieces of at most 65,536
     params = [(rng.standard_normal(s) * 0.5).astype(dtype) for s in shapes]
     mine, theirs = [p.copy() for p in params], [p.copy() for p in params]
     ref = vk_adam.AdamW(theirs, lr=1e-2, **options)
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 18))
+    limit_allocations(monkeypatch, 1 << 18)
     opt = vkd.ZeroRedundancyOptimizer(mine, "adamw", lr=1e-2, **options)
     assert len(ref._groups[0].sets) == 1 and len(opt._inner._groups[0].sets) == 3
     for _ in range(3):

@@ -1,7 +1,7 @@
 """ZeRO-1 with the collectives on the Vulkan buffers themselves (``distributed._nccl``): NCCL
 on their CUDA mappings on an NVIDIA GPU; here, on lavapipe, the same Vulkan submissions and
 ownership transfers with a host mirror standing in for CUDA under gloo
-(``$VK_ADAM_ZERO_TEST_BRIDGE=host-mirror``), so every submission of the path runs under
+(``vk_adam._runtime.stand_in_for_cuda``), so every submission of the path runs under
 validation, and the results are checked against one process bit for bit (one rank) and by
 tests/distributed/test_zero1_device.py's checks (several ranks, torchrun). The NCCL transport itself runs on
 the H200 (benchmarks/h200/, results in benchmarks/results/h200-2026-12-03-cuda/)."""
@@ -18,6 +18,7 @@ kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
 import vk_adam.distributed as vkd  # noqa: E402
+from vk_adam._runtime import stand_in_for_cuda  # noqa: E402
 from vk_adam._runtime.external import ownership_transfers  # noqa: E402
 
 from ..conftest import random_grad  # noqa: E402
@@ -30,8 +31,10 @@ MIRROR = "host mirror"
 
 
 @pytest.fixture()
-def mirror(monkeypatch):
-    monkeypatch.setenv("VK_ADAM_ZERO_TEST_BRIDGE", "host-mirror")
+def mirror():
+    stand_in_for_cuda(True)
+    yield
+    stand_in_for_cuda(False)
 
 
 def _bytes(manager: Any, tensors: list[Any]) -> list[bytes]:
@@ -140,13 +143,13 @@ def test_without_the_stand_in_gloo_keeps_the_host_path(rng, one_rank, kp_manager
 @pytest.mark.exclusive  # needs the machine to itself (scripts/test.sh runs it alone)
 @pytest.mark.slow  # multi-process
 @pytest.mark.parametrize(("world", "case"), [(2, "kp-adamw-clip-groups"), (3, "kp-int8-skip")])
-def test_torchrun_over_the_vulkan_buffers_matches_one_process(
-    tmp_path, kp_manager, mirror, world, case, vk_seed
+def test_torchrun_over_the_vulkan_buffers_matches_one_process(tmp_path, kp_manager, world, case, vk_seed):
+    _run_case("torch", world, case, tmp_path, kp_manager, MIRROR, vk_seed, host_mirror=True)
+
+
+def test_the_nccl_transport_is_chosen_only_for_nccl_on_the_same_gpu(
+    one_rank, kp_manager, mirror, monkeypatch
 ):
-    _run_case("torch", world, case, tmp_path, kp_manager, MIRROR, vk_seed)
-
-
-def test_the_nccl_transport_is_chosen_only_for_nccl_on_the_same_gpu(one_rank, kp_manager, monkeypatch):
     from vk_adam.distributed import _nccl
     from vk_adam.distributed._comm import make_communicator
     from vk_adam.distributed._plan import Unit
@@ -154,13 +157,12 @@ def test_the_nccl_transport_is_chosen_only_for_nccl_on_the_same_gpu(one_rank, kp
     comm = make_communicator(None, None)  # gloo
     units = [Unit(0, 0, 0, [], 256, 100, "float32", tensor=object())]
     host_units = [Unit(0, 0, 0, [], 256, 100, "float32")]
-    monkeypatch.setenv("VK_ADAM_ZERO_TEST_BRIDGE", "host-mirror")
     assert _nccl.wanted(comm, host_units, kp_manager) is None  # NumPy params: the host path
     monkeypatch.setenv("VK_ADAM_NCCL_ON_VULKAN", "0")
     assert _nccl.wanted(comm, units, kp_manager) is None  # turned off
     monkeypatch.delenv("VK_ADAM_NCCL_ON_VULKAN")
     assert isinstance(_nccl.wanted(comm, units, kp_manager), _nccl.HostMirrorBridge)
-    monkeypatch.delenv("VK_ADAM_ZERO_TEST_BRIDGE")
+    stand_in_for_cuda(False)
     assert _nccl.wanted(comm, units, kp_manager) is None  # gloo: no NCCL
 
 
@@ -216,7 +218,6 @@ def _run_on_nccl(script: str, rng: Any, order: str) -> dict[str, Any]:
         port = s.getsockname()[1]
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     env["MASTER_PORT"] = str(port)
-    env.pop("VK_ADAM_ZERO_TEST_BRIDGE", None)
     env["VK_ADAM_NCCL_ORDER"] = order
     seed = str(int(rng.integers(2**31)))
     done = subprocess.run(

@@ -411,6 +411,10 @@ def _flat_grads(config: dict[str, Any], rank: int, t: int) -> list[np.ndarray]:
 def run_device(launcher: str, config: dict[str, Any], out: Path) -> None:
     import vk_adam
 
+    if config.get("host_mirror"):  # the stand-in for CUDA over gloo, as in the test's process
+        from vk_adam._runtime import stand_in_for_cuda
+
+        stand_in_for_cuda(True)
     job = Job(launcher, config.get("backend", "gloo"))
     rank = job.rank
     seen: dict[str, Any] = {"rank": rank, "size": job.size}

@@ -12,7 +12,7 @@ kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
 from vk_adam import interop  # noqa: E402
-from vk_adam._runtime import runtime as runtime_module  # noqa: E402
+from vk_adam._runtime import facts as facts_module  # noqa: E402
 from vk_adam._runtime.external import supported  # noqa: E402
 
 from ..conftest import random_grad, scale_error  # noqa: E402
@@ -72,13 +72,13 @@ def test_buffers_are_not_exportable_by_default(rng):
 
 
 def test_exportable_is_refused_where_the_device_cannot_export(rng, monkeypatch):
-    real = runtime_module.with_sharing
+    real = facts_module.with_sharing
 
-    def without_export(info, manager):
-        found = real(info, manager)
+    def without_export(info, sharing):
+        found = real(info, sharing)
         return replace(found, external_memory=tuple(a for a in found.external_memory if a != "fd export"))
 
-    monkeypatch.setattr(runtime_module, "with_sharing", without_export)
+    monkeypatch.setattr(facts_module, "with_sharing", without_export)
     with pytest.raises(ValueError, match="cannot export"):
         vk_adam.AdamW([rng.standard_normal(16).astype(np.float32)], lr=1e-3, exportable=True)
     with pytest.raises(TypeError, match="exportable must be True or False"):

@@ -102,16 +102,16 @@ def test_any_element_count(rng, n):
 def test_grid_stride_loop_covers_more_than_one_dispatch_width(rng, monkeypatch):
     """With the workgroup count capped at 2, each invocation loops many times: the same code
     path that lets one dispatch cover 10^9 elements where drivers cap a dimension at 65535."""
-    import vk_adam._runtime.runtime as runtime_module
+    import vk_adam._runtime.facts as facts_module
 
-    monkeypatch.setattr(runtime_module, "MAX_WORKGROUPS", 2)
+    monkeypatch.setattr(facts_module, "MAX_WORKGROUPS", 2)
     n = 2 * 256 * 4 * 7 + 3  # 7 loop iterations per invocation, plus a scalar tail
     p = rng.standard_normal(n).astype(np.float32)
     ref = p.astype(np.float64)
     hyper = dict(ADAM.defaults)
     st = {k: np.zeros(n) for k in ADAM.state_names(hyper)}
     with vk_adam.Adam([p]) as opt:
-        assert opt._rt.workgroup_cap == 2
+        assert opt._rt.facts.workgroup_cap == 2
         g = random_grad(rng, (n,))
         opt.step([g])
     ADAM.reference(ref, g.astype(np.float64), st, hyper, 1)

@@ -4,8 +4,8 @@ larger than one allocation is cut into pieces, one per set. The step of such a g
 the one-set step bit for bit, on every path (host imports, staging, asynchronous steps, the
 device holding the params), in the storage formats, and through the state dict.
 
-``VK_ADAM_MAX_ALLOCATION_BYTES`` lowers the device's limit so that small groups take the path
-that groups past 4 GiB take on an NVIDIA GPU."""
+``limit_allocations`` (tests/conftest.py) lowers the device's limit so that small groups take
+the path that groups past 4 GiB take on an NVIDIA GPU."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ import pytest
 
 import vk_adam
 from vk_adam._optim.layout import ALIGN_ELEMENTS, align, plan_sets
-from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
 
-from ..conftest import random_grad, scale_error
+from ..conftest import limit_allocations, random_grad, scale_error
 
 #: 256 KiB allocations: 65,536 float32 elements per buffer set. The params are large enough for
 #: host imports (``MIN_IMPORT_BYTES``), so the import path runs too.
@@ -38,10 +37,7 @@ def _params(rng, dtype=np.float32, shapes=SHAPES):
 
 def _run(monkeypatch, limit, seed, steps=3, dtype=np.float32, wait=True, shapes=SHAPES, **options):
     """Params after ``steps`` AdamW steps, the state dict, and how many buffer sets the group had."""
-    if limit is None:
-        monkeypatch.delenv(MAX_ALLOCATION_BYTES_ENV, raising=False)
-    else:
-        monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(limit))
+    limit_allocations(monkeypatch, limit)
     rng = np.random.default_rng(seed)
     params = _params(rng, dtype, shapes)
     with vk_adam.AdamW(params, lr=1e-2, weight_decay=0.01, **options) as opt:
@@ -116,7 +112,7 @@ def test_several_sets_in_storage_formats(monkeypatch, rng, param_dtype, state_dt
 
 @pytest.mark.parametrize("shapes", [SHAPES, SPLIT_SHAPES], ids=["whole-params", "a-param-in-pieces"])
 def test_several_sets_against_the_float64_reference(monkeypatch, rng, shapes):
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(SMALL))
+    limit_allocations(monkeypatch, SMALL)
     params = _params(rng, shapes=shapes)
     ref = [p.astype(np.float64) for p in params]
     m = [np.zeros_like(r) for r in ref]
@@ -143,10 +139,7 @@ def test_a_state_dict_moves_between_one_set_and_several(monkeypatch, rng, shapes
     _, saved, _ = _run(monkeypatch, SMALL, seed, steps=2, shapes=shapes, state_dtype=state_dtype)
     continued = []
     for limit in (None, SMALL):
-        if limit is None:
-            monkeypatch.delenv(MAX_ALLOCATION_BYTES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(limit))
+        limit_allocations(monkeypatch, limit)
         r = np.random.default_rng(seed + 1)
         params = _params(r, shapes=shapes)
         with vk_adam.AdamW(params, lr=1e-2, weight_decay=0.01, state_dtype=state_dtype) as opt:
@@ -176,7 +169,7 @@ def test_plan_sets_cuts_a_param_larger_than_one_set_into_pieces():
 def test_a_param_larger_than_one_allocation_steps_in_pieces(monkeypatch, rng):
     """One array three allocations long, with host imports, against the float64 reference:
     the first pieces' elements, the boundaries between pieces and the last one all update."""
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(SMALL))
+    limit_allocations(monkeypatch, SMALL)
     big = rng.standard_normal(200000).astype(np.float32)
     ref = big.astype(np.float64)
     m, v = np.zeros_like(ref), np.zeros_like(ref)

@@ -15,7 +15,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import vk_adam  # noqa: E402
-from vk_adam._optim import clipping  # noqa: E402
 from vk_adam._rules.builtin import ADAMW  # noqa: E402
 
 from ..conftest import random_grad, scale_error  # noqa: E402
@@ -137,22 +136,3 @@ def test_bad_clipping_options_are_refused_clearly():
         assert opt.clip_grad_norm == 2.5
         with pytest.raises(ValueError, match="cannot be turned off"):
             opt.clip_grad_norm = None  # type: ignore[assignment]
-
-
-def test_clipping_refuses_a_shader_that_does_not_read_the_gradient_scale(monkeypatch):
-    """A shader whose status block is 4 bytes (the skip flag only) would silently ignore clipping.
-    The rule checks refuse such a shader before this (tests/rules/test_harness_version.py); here a
-    checked rule's reflection is made to look old, and clipping's own check gives the same
-    message."""
-    real = clipping.reflect
-
-    def old_harness(spirv):
-        interface = real(spirv)
-        return type(interface)(interface.bindings, interface.push_constant_bytes, interface.spec_ids, 4)
-
-    monkeypatch.setattr(clipping, "reflect", old_harness)
-    message = r"built against an older vk_adam_rule\.glsl; rebuild the plugin against this vk-adam"
-    with pytest.raises(ValueError, match=message):
-        vk_adam.AdamW([np.zeros(4, np.float32)], clip_grad_norm=1.0)
-    with vk_adam.AdamW([np.zeros(4, np.float32)]):  # without clipping nothing asks
-        pass

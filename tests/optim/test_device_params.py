@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._runtime import MAX_ALLOCATION_BYTES_ENV
 
-from ..conftest import random_grad
+from ..conftest import limit_allocations, random_grad
 from .test_host_import import _aligned
 
 SHAPES = [(40000,), (100, 300), (17,)]
@@ -58,9 +57,9 @@ def test_device_params_in_storage_formats_and_several_buffer_sets(monkeypatch, r
     seed = int(rng.integers(2**32))
     options = dict(dtype=ml_dtypes.bfloat16, state_dtype="int8-blockwise")
     _same(_run(seed, False, **options), _run(seed, True, **options))
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 18))  # 65,536 float32 per set: 2 sets
+    limit_allocations(monkeypatch, 1 << 18)  # 65,536 float32 per set: 2 sets
     _same(_run(seed, False), _run(seed, True))
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(1 << 17))  # 32,768 per set: param 0 in 2 pieces
+    limit_allocations(monkeypatch, 1 << 17)  # 32,768 per set: param 0 in 2 pieces
     _same(_run(seed, False), _run(seed, True))
     _same(_run(seed, False, wait=False), _run(seed, True, wait=False))
 

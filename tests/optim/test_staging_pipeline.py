@@ -22,7 +22,7 @@ from vk_adam._optim.staging_pipeline import (  # noqa: E402
     chunk_ranges,
 )
 
-from ..conftest import adamw_f64, random_grad, scale_error  # noqa: E402
+from ..conftest import adamw_f64, limit_allocations, random_grad, scale_error  # noqa: E402
 
 # 64 KiB chunks: every shape set below spans several, and chunk edges fall inside params
 CHUNK = 64 * 1024
@@ -142,9 +142,7 @@ def test_fresh_gradients_beside_imported_params(rng, monkeypatch, counted):
 def test_device_held_params_and_pieces(rng, monkeypatch, counted):
     """``device_params=True`` (gradients up, params only down) and a param cut into pieces of
     one buffer set each (a lowered allocation limit): chunks per piece, the same bits."""
-    from vk_adam._runtime.limits import MAX_ALLOCATION_BYTES_ENV
-
-    monkeypatch.setenv(MAX_ALLOCATION_BYTES_ENV, str(512 * 1024))
+    limit_allocations(monkeypatch, 512 * 1024)
     shapes = [(300_000,), (20_000,)]
     start = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     steps = [[random_grad(rng, s) for s in shapes] for _ in range(3)]

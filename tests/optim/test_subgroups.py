@@ -109,7 +109,7 @@ def test_knob_defaults_and_refusals(monkeypatch):
 def test_one_reader_for_integer_knobs(monkeypatch):
     """``_inputs.env_int`` reads every integer knob (the loop shape's and the workgroup cap)."""
     from vk_adam._inputs import env_int
-    from vk_adam._runtime.runtime import MAX_WORKGROUPS_ENV
+    from vk_adam._runtime.facts import MAX_WORKGROUPS_ENV
 
     monkeypatch.setenv(MAX_WORKGROUPS_ENV, "  ")
     assert env_int(MAX_WORKGROUPS_ENV, 7) == 7

@@ -14,7 +14,8 @@ import pytest
 kp = pytest.importorskip("kp")
 
 from vk_adam._runtime._kp import kp_features  # noqa: E402
-from vk_adam._runtime.limits import DeviceLimits, MemoryHeap, device_limits  # noqa: E402
+from vk_adam._runtime.facts import device_limits  # noqa: E402
+from vk_adam._runtime.limits import DeviceLimits, MemoryHeap  # noqa: E402
 
 PATCHED = pytest.mark.skipif(
     not kp_features().device_limits, reason="kp without vk-adam's patch 0020 (device limits)"

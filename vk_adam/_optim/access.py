@@ -92,7 +92,8 @@ class WrapperAccess:
     def host_traffic(self) -> HostTraffic:
         """How NumPy groups' params and gradients reach the device and come back
         (``host_memory.HostTraffic``: host imports, the bound imports, the staged copies), for
-        benchmarks of those paths."""
+        benchmarks of those paths; ``host_traffic.imports.enabled`` tells whether this optimizer
+        imports NumPy arrays (``VK_ADAM_HOST_IMPORT`` and the device, when it was made)."""
         return self._dev.traffic
 
     def step_ops(self) -> tuple[list[Any], int, int]:

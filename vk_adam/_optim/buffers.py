@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._errors import DeviceCapabilityError, ShaderMissingError
-from .._rules import ShaderVariant, UpdateRule, has_storage_formats, load_spirv, reflect
+from .._rules import ShaderVariant, UpdateRule, load_spirv
 from .._runtime import Runtime, device_of, element_count, host_view, is_kp_tensor, max_elements
 from .groups import shader_spec
 from .layout import ALIGN_ELEMENTS, ParamSlot, align, plan_sets
@@ -107,7 +107,6 @@ class GroupBuilder:
     def __init__(self, rt: Runtime, rule: UpdateRule, zero_grad: bool, storage: Storage) -> None:
         self.rt, self.rule, self.zero_grad, self.storage = rt, rule, zero_grad, storage
         self._spirv: dict[str, bytes] = {}
-        self._formats_in_shader: dict[str, bool] = {}
         self._sets = 0
         self._groups = 0
 
@@ -139,7 +138,7 @@ class GroupBuilder:
                     raise DeviceCapabilityError(
                         f"a windowed param group of {n_all} elements in {len(params)} arrays is larger "
                         f"than one of the device's allocations (maxMemoryAllocationSize "
-                        f"{self.rt.max_allocation_bytes} bytes): pass it as one array"
+                        f"{self.rt.facts.max_allocation_bytes} bytes): pass it as one array"
                     )
                 # a shard (one array) in pieces: each piece's set is the window from its first element
                 set_windows = [
@@ -204,7 +203,7 @@ class GroupBuilder:
 
     def _chunks(self, n: int) -> list[Chunk]:
         """The dispatches of an ``n``-element buffer set: its bindings within the device's limits."""
-        return chunks(n, self.rt.max_binding_bytes, self.rt.binding_alignment)
+        return chunks(n, self.rt.facts.max_binding_bytes, self.rt.facts.binding_alignment)
 
     def _set_capacity(self, form: GroupFormat) -> int:
         """The most elements one buffer set of a NumPy group in format ``form`` may hold: its
@@ -213,28 +212,17 @@ class GroupBuilder:
         wide = form.param == "float32" or form.has_master or fmt.STATE_F32 in form.state
         per_element = 4 if wide else 2
         granule = max(fmt.BLOCK, ALIGN_ELEMENTS)
-        return min(self.rt.max_allocation_bytes // per_element, max_elements()) // granule * granule
+        return min(self.rt.facts.max_allocation_bytes // per_element, max_elements()) // granule * granule
 
     def _next_index(self) -> int:
         self._sets += 1
         return self._sets - 1
 
     def _format(self, variant: ShaderVariant, param_dtype: str, n: int) -> GroupFormat:
+        """The storage format of a buffer set of ``n`` elements (every shader the rule checks
+        accept runs every format)."""
         st = self.storage
-        form = group_format(variant.state, param_dtype, st.state_dtype, st.stochastic_rounding, n)
-        if not form.is_default and not self.has_formats(variant):
-            raise ValueError(
-                f"rule {self.rule.name!r}: shader {variant.spirv} predates storage formats (it "
-                f"runs float32 params and state only, not {param_dtype} params with state_dtype="
-                f"{st.state_dtype!r}); rebuild the plugin against this vk-adam"
-            )
-        return form
-
-    def has_formats(self, variant: ShaderVariant) -> bool:  # built against today's harness?
-        key = str(variant.spirv)
-        if key not in self._formats_in_shader:
-            self._formats_in_shader[key] = has_storage_formats(reflect(self.shader(key)))
-        return self._formats_in_shader[key]
+        return group_format(variant.state, param_dtype, st.state_dtype, st.stochastic_rounding, n)
 
     def _new_state(self, variant: ShaderVariant, bset: BufferSet) -> None:
         for s, code in zip(variant.state, bset.format.state, strict=True):
@@ -255,9 +243,5 @@ class GroupBuilder:
         except ShaderMissingError:
             return False
         return True
-
-    def spec_ids(self, name: str) -> frozenset[int]:
-        """The specialization-constant ids shader ``name`` declares."""
-        return reflect(self.shader(name)).spec_ids
 
     # -- pipelines -----------------------------------------------------------------------------

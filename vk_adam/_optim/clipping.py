@@ -19,13 +19,13 @@ pass serves both.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .._rules import ShaderVariant, load_spirv, reflect, refuse_older_harness
+from .._rules import load_spirv
 from .._runtime import Runtime
 
 #: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to
@@ -53,14 +53,6 @@ def check_max_norm(value: Any) -> float | None:
     return float(value)
 
 
-def check_harness(variants: Iterable[ShaderVariant]) -> None:
-    """Clipping needs update shaders that read the gradient scale, as every shader built against
-    this harness does. The rule checks (``check_rule_object``, which an optimizer runs before
-    this) already refuse any other, with this message."""
-    for variant in variants:
-        refuse_older_harness(f"shader {variant.spirv}", reflect(load_spirv(str(variant.spirv))))
-
-
 class GradClipper:
     """The partial-sums buffer, the pass-2 pipeline, and pass-1 pipelines per gradient buffer."""
 
@@ -75,7 +67,7 @@ class GradClipper:
             1,
             rt.sized_spec((float(skip_nonfinite),)),
             2,
-            threads=rt.threads,
+            threads=rt.facts.threads,
         )
         self._partials_barrier = rt.barrier_op([self.partials])
 
@@ -91,7 +83,7 @@ class GradClipper:
         """Pass 1 over one gradient buffer (``grad_format``: 0 fp32, 1 fp16, 2 bf16; ``windows``:
         the chunk of it, as ``Runtime.pipeline`` takes them; ``set_index``: the chunk's slot): its
         pipeline and its (constant) dispatch op."""
-        threads = self.rt.threads
+        threads = self.rt.facts.threads
         groups = min(PARTIALS_PER_SET, -(-n // threads))
         spec = self.rt.sized_spec(np.array([grad_format], np.uint32).view(np.float32).tolist())
         algo = self.rt.pipeline(

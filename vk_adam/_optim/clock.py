@@ -34,7 +34,7 @@ from .storage import uint_spec
 
 __all__ = [
     "CAPTURABLE_SPEC_ID",
-    "MAX_WORKGROUPS",
+    "MAX_CLOCK_WORKGROUPS",
     "SCHEDULE_KINDS",
     "Clock",
     "DeviceSchedule",
@@ -52,7 +52,7 @@ COUNT_WORDS = 2
 #: grid-stride loop covers the rest. Fewer workgroups than a push-constant dispatch runs cost
 #: large steps time; more shorten the count before it wraps (2^32 / this, extended by the
 #: wrap count): benchmarks/results/h100-2026-12-06-clock-grid/ times 256 to 16,384.
-MAX_WORKGROUPS = 4096
+MAX_CLOCK_WORKGROUPS = 4096
 #: Words per param group: lr, then the schedule's kind, warmup, total, origin, two settings.
 GROUP_WORDS = 8
 #: vk_adam.schedules' kinds that run on the device, and their codes in the shader.
@@ -113,8 +113,8 @@ def device_schedule(scheduler: Any, group: int, steps_taken: int) -> DeviceSched
 
 def clock_workgroups(needed: int) -> int:
     """The workgroups a captured update dispatch runs for ``needed`` (what one pass over its
-    elements takes): the power of two at or above it, at most :data:`MAX_WORKGROUPS`."""
-    return min(MAX_WORKGROUPS, 1 << max(0, needed - 1).bit_length())
+    elements takes): the power of two at or above it, at most :data:`MAX_CLOCK_WORKGROUPS`."""
+    return min(MAX_CLOCK_WORKGROUPS, 1 << max(0, needed - 1).bit_length())
 
 
 class Clock:

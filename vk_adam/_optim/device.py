@@ -30,7 +30,7 @@ from .host_imports import HostImports
 from .host_memory import HostTraffic
 from .layout import scatter
 from .storage import Storage, rng_base_key, rng_key
-from .variants import PARAM_OUT_SPEC_ID, LoopShape, loop_shape
+from .variants import LoopShape, loop_shape
 
 __all__ = ["MAX_PIPELINES_PER_SET", "BufferSet", "DeviceGroups", "Group"]
 
@@ -95,7 +95,7 @@ class DeviceGroups:
         self.qtable = rt.buffer(fmt.quant_tables())
         self.unused = rt.buffer(np.zeros(4, np.float32))
         # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
-        self.shape: LoopShape = loop_shape(rt.device)
+        self.shape: LoopShape = loop_shape(rt.facts.info)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
         self.drain = drain
         self.builder = GroupBuilder(rt, rule, zero_grad, self.storage)
@@ -136,18 +136,13 @@ class DeviceGroups:
                 self.bind(group, bset, bset.grad)
         #: How NumPy groups' arrays reach the device and come back (imports or staging memory).
         has_host = any(g.host_mode for g in self.groups)
-        imports = HostImports(rt.manager, rt.device.host_import_alignment, has_host)
+        imports = HostImports(rt.manager, rt.facts.info.host_import_alignment, has_host)
         self.traffic = HostTraffic(rt, imports)
         # The update may read a NumPy gradient's import itself only with no pass over the
-        # gradients before it, and write an imported param only with a harness that can.
+        # gradients before it. Every NumPy group's shader can write an imported param: the rule
+        # checks accept only shaders of this harness, which declares VK_ADAM_PARAM_OUT.
         self.traffic.grads_bindable = self.clipper is None and not skip_nonfinite
-        self.traffic.param_out_groups = {
-            gi
-            for gi, g in enumerate(self.groups)
-            if g.host_mode
-            and self.builder.has_formats(g.variant)
-            and PARAM_OUT_SPEC_ID in self.builder.spec_ids(str(g.variant.spirv))
-        }
+        self.traffic.param_out_groups = {gi for gi, g in enumerate(self.groups) if g.host_mode}
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         rt.run([rt.upload_op(rt.buffers)])
 
@@ -271,8 +266,8 @@ class DeviceGroups:
         return out
 
     def push_words(self, variant: ShaderVariant) -> int:
-        """uint n, the rule's floats, and (harness with formats) the uint rng key."""
-        return 1 + variant.hyper_count + (1 if self.builder.has_formats(variant) else 0)
+        """uint n, the rule's floats, and the uint rng key."""
+        return 2 + variant.hyper_count
 
     def step_ops(
         self, upload: Sequence[Any], pushes: Sequence[Sequence[Array]]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._rules import ADAMW, MAX_RULE_SPEC_CONSTANTS, load_spirv, reflect
+from .._rules import ADAMW, MAX_RULE_SPEC_CONSTANTS, load_spirv
 from .._runtime import Runtime, element_count, host_view, is_kp_tensor, max_elements, refuse_unwritten
 from .._values import as_step, show
 from .clipping import initial_status
@@ -24,10 +24,6 @@ from .windows import FP32, chunks, window
 
 def _has(name: str) -> bool:
     return True  # the built-in shaders are always built
-
-
-def _spec_ids(name: str) -> frozenset[int]:
-    return reflect(load_spirv(name)).spec_ids
 
 
 def adam_update(
@@ -122,7 +118,7 @@ def adam_update(
         states = tensors[2:]
         bound = [tensors[0], tensors[1], status, *states, *[unused] * len(states), unused, tables]
         dispatches = []
-        spans = chunks(n, runtime.max_binding_bytes, runtime.binding_alignment)  # windows.py
+        spans = chunks(n, runtime.facts.max_binding_bytes, runtime.facts.binding_alignment)  # windows.py
         for chunk in spans:
             push = np.zeros(2 + variant.hyper_count, np.float32)  # n, the rule's floats, rng key
             push.view(np.uint32)[0] = chunk.count
@@ -133,7 +129,11 @@ def adam_update(
                 windows = [(0, 0) if w is None else window(4 * n, w, chunk) for w in per]
             # The harness's loop at this device's workgroup size (fp32 everything: no 8-bit path).
             launch = update_launch(
-                loop_shape(runtime.device), str(variant.spirv), GroupFormat(), chunk.count, _has, _spec_ids
+                loop_shape(runtime.facts.info),
+                str(variant.spirv),
+                GroupFormat(),
+                chunk.count,
+                _has,
             )
             full_spec = (*spec, *(0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec)), *launch.spec)
             shader = load_spirv(launch.spirv)

@@ -18,7 +18,7 @@ from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
 from .access import DeviceAccess
 from .captured import CapturedSteps, refuse_uncapturable
-from .clipping import check_harness, check_max_norm
+from .clipping import check_max_norm
 from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
 from .groups import (
     check_options,
@@ -117,10 +117,8 @@ class Optimizer(Closable, DeviceAccess):
             refuse_uncapturable(self.rule, groups)
         #: Whether the step count and lrs live on the device (``capturable=True``).
         self.capturable = capturable
-        if max_norm is not None:
-            check_harness(self.rule.variant_for(g) for g in groups)
         self._rt = Runtime(manager=manager, device=device)
-        self.device = self._rt.device
+        self.device = self._rt.facts.info
         self._closed = False
         if exportable and "fd export" not in self.device.external_memory:
             self.close()

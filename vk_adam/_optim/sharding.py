@@ -21,7 +21,7 @@ from typing import Any
 
 from .._rules import UpdateRule
 from .buffers import BufferSet, Group
-from .clipping import check_harness, check_max_norm
+from .clipping import check_max_norm
 from .groups import check_options, check_storage, group_options, prepare_grads, revalidate, shader_spec
 from .inflight import InFlight
 from .layout import ParamSlot, align, plan_flat
@@ -40,7 +40,6 @@ __all__ = [
     "Storage",
     "Window",
     "align",
-    "check_harness",
     "check_max_norm",
     "check_options",
     "check_storage",

@@ -294,7 +294,7 @@ class Stepper:
         eval_seconds = time.perf_counter() - eval_start
         if ticks is not None:
             # One timestamp before the first op and one after each op.
-            self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.timestamp_period * 1e-9
+            self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.facts.timestamp_period * 1e-9
         handle = StepHandle(self._in_flight, before + 1)
         handle.done = True
         if self.captured is not None:  # the device counted the step unless it skipped it

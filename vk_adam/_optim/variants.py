@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from .._errors import DeviceCapabilityError
 from .._inputs import env_int
 from .._rules import subgroup_spirv
-from .._runtime import DeviceInfo
+from .._runtime import STAGE_COMPUTE, SUBGROUP_ARITHMETIC, SUBGROUP_BASIC, WORKGROUP_SIZE, DeviceInfo
 from .storage import GroupFormat, uint_spec
 
 __all__ = [
@@ -58,8 +58,6 @@ INT8_WORKGROUPS_ENV = "VK_ADAM_INT8_WORKGROUPS"
 VEC4S_ENV = "VK_ADAM_VEC4S"
 WORKGROUP_SIZE_ENV = "VK_ADAM_WORKGROUP_SIZE"
 
-#: VK_SHADER_STAGE_COMPUTE_BIT, VK_SUBGROUP_FEATURE_BASIC_BIT, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT.
-STAGE_COMPUTE, SUBGROUP_BASIC, SUBGROUP_ARITHMETIC = 0x20, 0x1, 0x4
 #: Subgroup sizes the variant handles: 64 / size vec4s of a block per lane.
 SUBGROUP_SIZES = (8, 16, 32, 64)
 #: The specialization constant ``VK_ADAM_PARAM_OUT``: an fp32 update reads the param from the
@@ -67,7 +65,7 @@ SUBGROUP_SIZES = (8, 16, 32, 64)
 PARAM_OUT_SPEC_ID = 26
 #: Workgroup sizes the knob takes, and the harness's own.
 WORKGROUP_SIZES = (64, 128, 256, 512, 1024)
-DEFAULT_WORKGROUP_SIZE = 256
+DEFAULT_WORKGROUP_SIZE = WORKGROUP_SIZE
 #: Vec4s per 8-bit block (256 values).
 BLOCK_VEC4S = 64
 DEFAULT_INT8_WORKGROUPS = 2048

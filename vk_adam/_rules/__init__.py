@@ -6,7 +6,7 @@ Nothing here touches a Vulkan device. This file is the package's face: other pac
 from here only."""
 
 from .builtin import ADAM, ADAMW, SGD
-from .checks import InvalidRuleError, check_rule_object, refuse_older_harness
+from .checks import InvalidRuleError, check_rule_object
 from .hookspecs import hookimpl, hookspec
 from .registry import (
     BLOCK_ENV,
@@ -25,7 +25,7 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import ShaderInterface, has_storage_formats, load_spirv, reflect, subgroup_spirv
+from .spirv import ShaderInterface, load_spirv, reflect, subgroup_spirv
 
 __all__ = [
     "ADAM",
@@ -44,13 +44,11 @@ __all__ = [
     "UpdateRule",
     "check_rule_object",
     "default_registry",
-    "has_storage_formats",
     "hookimpl",
     "hookspec",
     "load_registry",
     "load_spirv",
     "reflect",
-    "refuse_older_harness",
     "reload_registry",
     "subgroup_spirv",
     "variant_settings",

@@ -52,12 +52,6 @@ SUBGROUP_SIZE_SPEC_ID = 24
 STATUS_BYTES = 8
 
 
-def has_storage_formats(interface: ShaderInterface) -> bool:
-    """Whether a rule shader declares the storage formats' constants (every shader built against
-    this harness does: see :func:`is_current_harness`)."""
-    return FORMAT_SPEC_IDS <= interface.spec_ids
-
-
 def is_current_harness(interface: ShaderInterface) -> bool:
     """Whether a rule shader was built against this vk-adam's harness (:data:`HARNESS_VERSION`):
     it declares every specialization constant the optimizer supplies (the subgroup size only in

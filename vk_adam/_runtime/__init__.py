@@ -6,14 +6,15 @@ vk-adam object that needs a device. ``Runtime`` holds a reference on it, owns th
 pipelines and sequences one user made, and turns the project's terms (upload, download,
 dispatch, barrier, run, submit, wait) into kp calls, on vk-adam's patched kp or, with a warning,
 on a stock kp 0.9.0. Buffers cross this boundary as kp tensors that only the functions of
-``tensors`` (and ``Runtime``) operate on. Device discovery, external memory (``external``,
-``device_staging``, ``cuda_views``), the bridges that order Vulkan and CUDA work (``bridges``)
-and the kp import with its feature detection live beside it.
+``tensors`` (and ``Runtime``) operate on. ``Runtime.facts`` (``facts``: a ``DeviceFacts``, read
+once) holds every limit and feature of its device that a decision reads. Device discovery,
+external memory (``external``, ``device_staging``, ``cuda_views``), the bridges that order
+Vulkan and CUDA work (``bridges``) and the kp import with its feature detection live beside it.
 """
 
 from .._values import is_kp_tensor
 from ._kp import KpFeatures, StockKpWarning, kp_features
-from .bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge
+from .bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge, stand_in_for_cuda
 from .bridges import wanted as bridge_for
 from .cuda_views import as_torch, to_cuda, to_vulkan
 from .device_staging import DeviceStaging, Region, check_float32, region_copies_available
@@ -40,22 +41,24 @@ from .external import (
     sharing,
     upload_and_wait,
 )
-from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
-from .limits import (
-    MAX_ALLOCATION_BYTES_ENV,
-    DeviceLimits,
-    all_device_limits,
-    check_one_allocation,
-    device_limits,
-    max_elements,
-)
-from .runtime import (
+from .facts import (
     MAX_WORKGROUPS,
     MAX_WORKGROUPS_ENV,
     WORKGROUP_SIZE,
-    Pending,
-    Runtime,
+    DeviceFacts,
+    all_device_limits,
+    device_limits,
 )
+from .instance import imported_kp_has_validation_log, imported_kp_version, release_imported_instance
+from .limits import (
+    STAGE_COMPUTE,
+    SUBGROUP_ARITHMETIC,
+    SUBGROUP_BASIC,
+    DeviceLimits,
+    check_one_allocation,
+    max_elements,
+)
+from .runtime import Pending, Runtime
 from .shared import LINGER_ENV, DeviceHandle, as_manager, open_device, open_devices
 from .tensors import (
     device_of,
@@ -72,11 +75,14 @@ __all__ = [
     "DEVICE_ENV",
     "EXPORT_DTYPES",
     "LINGER_ENV",
-    "MAX_ALLOCATION_BYTES_ENV",
     "MAX_WORKGROUPS",
     "MAX_WORKGROUPS_ENV",
+    "STAGE_COMPUTE",
+    "SUBGROUP_ARITHMETIC",
+    "SUBGROUP_BASIC",
     "WORKGROUP_SIZE",
     "CudaBridge",
+    "DeviceFacts",
     "DeviceHandle",
     "DeviceInfo",
     "DeviceLimits",
@@ -131,6 +137,7 @@ __all__ = [
     "remember",
     "select_device",
     "sharing",
+    "stand_in_for_cuda",
     "to_cuda",
     "to_vulkan",
     "upload_and_wait",

@@ -32,8 +32,8 @@ NCCL_ON_VULKAN_ENV = "VK_ADAM_NCCL_ON_VULKAN"
 #: How Vulkan's and CUDA's work are ordered: "semaphores" (the default, where the device has
 #: them) or "host" (waits).
 NCCL_ORDER_ENV = "VK_ADAM_NCCL_ORDER"
-#: Tests only: "host-mirror" runs this path over gloo with :class:`HostMirrorBridge`.
-TEST_BRIDGE_ENV = "VK_ADAM_ZERO_TEST_BRIDGE"
+#: :class:`HostMirrorBridge` stands in for CUDA (:func:`stand_in_for_cuda`: tests and dry runs).
+_host_mirror = False
 
 
 class CudaBridge:
@@ -153,12 +153,22 @@ class HostMirrorBridge(CudaBridge):
         return [self._kp.OpTensorSyncLocal(tensors), *super().release_ops(manager, tensors)]
 
 
+def stand_in_for_cuda(enabled: bool) -> None:
+    """For tests and dry runs (lavapipe, gloo), never applications: with ``enabled``, the ZeRO-1
+    optimizers made after this in this process run the collectives-on-Vulkan-buffers path with
+    :class:`HostMirrorBridge` standing in for CUDA, so every Vulkan submission of the path runs
+    under validation without a GPU; False turns it off. A launched rank calls it itself."""
+    global _host_mirror
+    _host_mirror = bool(enabled)
+
+
 def wanted(comm: Any, tensors: Sequence[Any], manager: Any) -> Any:
     """The bridge for this optimizer (None: the host path): every param (``tensors``) a kp tensor, the
     group NCCL on the Vulkan device's GPU, kp with external memory and ownership transfers,
     and ``$VK_ADAM_NCCL_ON_VULKAN`` not 0. A timeline semaphore where kp and the device have
     exportable ones and CUDA imports it, unless ``$VK_ADAM_NCCL_ORDER`` is "host"; else host
-    waits (``opt.device_staging`` says which)."""
+    waits (``opt.device_staging`` says which). After :func:`stand_in_for_cuda`, the host mirror
+    wherever the buffers can be shared, whatever the group."""
     if manager is None or not tensors or any(t is None for t in tensors):
         return None
     if os.environ.get(NCCL_ON_VULKAN_ENV, "1") == "0" or not _ext.ownership_transfers():
@@ -166,7 +176,7 @@ def wanted(comm: Any, tensors: Sequence[Any], manager: Any) -> Any:
     found = _ext.sharing(manager)
     if found is None or not found.fd_export:
         return None
-    if os.environ.get(TEST_BRIDGE_ENV) == "host-mirror":
+    if _host_mirror:
         return HostMirrorBridge()
     if not getattr(comm, "cuda", False):
         return None

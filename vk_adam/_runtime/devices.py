@@ -7,11 +7,13 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import NoVulkanDeviceError
 from ._kp import kp_module
+from .limits import DeviceLimits
 
 #: Environment variable that overrides the device choice: an index or a name substring.
 DEVICE_ENV = "VK_ADAM_DEVICE"
@@ -43,7 +45,7 @@ class DeviceInfo:
     subgroup_stages: int = 0
     subgroup_operations: int = 0
     #: Invocations one workgroup may have along x (maxComputeWorkGroupInvocations and
-    #: maxComputeWorkGroupSize[0], the smaller); 256 when kp does not report them.
+    #: maxComputeWorkGroupSize[0], the smaller: ``DeviceLimits.max_workgroup_width``).
     max_workgroup_size: int = 256
     #: VkPhysicalDeviceIDProperties::deviceUUID (hex) and what the device can share (host memory
     #: import, opaque fd export and import), read from an open device with vk-adam's kp patch
@@ -59,29 +61,36 @@ class DeviceInfo:
         return self.device_type == "cpu" or bool(_SOFTWARE_DEVICE.search(self.name))
 
 
-def subgroup_fields(props: Any) -> dict[str, Any]:
-    """DeviceInfo's subgroup fields (zeros when a kp properties dict has none) and its workgroup
-    size limit."""
-    sizes = props.get("max_work_group_size") or (256,)
+def limit_fields(limits: DeviceLimits) -> dict[str, Any]:
+    """DeviceInfo's fields that are limits, from the device's :class:`DeviceLimits` (the one
+    reader of a kp properties dict): the workgroup limits, and the subgroup properties (0 where
+    the kp build cannot tell)."""
+
+    def reported(name: str, value: int) -> int:
+        return 0 if name in limits.assumed else value
+
     return {
-        "subgroup_size": int(props.get("subgroup_size", 0)),
-        "subgroup_stages": int(props.get("subgroup_supported_stages", 0)),
-        "subgroup_operations": int(props.get("subgroup_supported_operations", 0)),
-        "max_workgroup_size": min(int(props.get("max_work_group_invocations", 256)), int(sizes[0])),
+        "max_workgroup_count": limits.max_compute_work_group_count[0],
+        "subgroup_size": reported("subgroup_size", limits.subgroup_size),
+        "subgroup_stages": reported("subgroup_supported_stages", limits.subgroup_supported_stages),
+        "subgroup_operations": reported(
+            "subgroup_supported_operations", limits.subgroup_supported_operations
+        ),
+        "max_workgroup_size": limits.max_workgroup_width,
     }
 
 
-def application_device(props: Any) -> DeviceInfo:
-    """What an application's own ``kp.Manager`` tells of its device (its properties dict)."""
+def application_device(props: Mapping[str, Any], limits: DeviceLimits) -> DeviceInfo:
+    """What an application's own ``kp.Manager`` tells of its device: its properties dict, and the
+    limits read from it."""
     return DeviceInfo(
         -1,
-        str(props["device_name"]),
+        limits.device_name,
         "unknown",
         "application's kp.Manager",
         "unknown",
-        int(props["max_work_group_count"][0]),
-        bool(props.get("timestamps_supported")),
-        **subgroup_fields(props),
+        timestamps_supported=bool(props.get("timestamps_supported")),
+        **limit_fields(limits),
     )
 
 
@@ -142,9 +151,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                 device_type=kind,
                 driver=driver or "unknown (install vulkan-tools for details)",
                 api_version=extra.get("apiVersion", "unknown"),
-                max_workgroup_count=int(props["max_work_group_count"][0]),
                 timestamps_supported=bool(props.get("timestamps_supported", False)),
-                **subgroup_fields(props),
+                **limit_fields(DeviceLimits.from_properties(props)),
             )
         )
     return tuple(devices)

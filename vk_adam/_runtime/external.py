@@ -103,9 +103,9 @@ def sharing(manager: Any) -> Sharing | None:
     )
 
 
-def with_sharing(info: DeviceInfo, manager: Any) -> DeviceInfo:
-    """``info`` with the open device's deviceUUID and external-memory abilities filled in."""
-    found = sharing(manager)
+def with_sharing(info: DeviceInfo, found: Sharing | None) -> DeviceInfo:
+    """``info`` with the open device's deviceUUID and external-memory abilities (``found``: its
+    :func:`sharing`) filled in."""
     if found is None:
         return info
     abilities = tuple(

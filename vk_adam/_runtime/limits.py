@@ -1,11 +1,15 @@
 """What a Vulkan device can hold: its limits, optional features, extensions and memory heaps.
 
 vk-adam's patched kp (patch 0020, ``"device limits"`` in ``kp.patches``) reads them from the
-device: :func:`device_limits` takes them from ``Manager.get_device_properties()`` and
-:meth:`DeviceLimits.from_properties` from any kp properties dict (``kp.list_devices()`` entries
-too, without opening a device). A kp build that cannot report a value (stock kp 0.9.0 reports the
-workgroup limits only) leaves it at what the Vulkan 1.1 spec guarantees every device (its
-minimum limits, no optional feature, no extension), and names it in :attr:`DeviceLimits.assumed`.
+device: :meth:`DeviceLimits.from_properties` takes them from any kp properties dict
+(``Manager.get_device_properties()``, ``kp.list_devices()`` entries too, without opening a
+device) and is the one reader of a limit in such a dict (``facts.py`` asks the device for it and
+holds the result, with the decisions made from it, in ``DeviceFacts``). A kp build that cannot
+report a value (stock kp 0.9.0 reports the workgroup limits only) leaves it at what the Vulkan
+1.1 spec guarantees every device (its minimum limits, no optional feature, no extension), and
+names it in :attr:`DeviceLimits.assumed`. A new limit is a field here: its default the spec's
+guarantee, its Vulkan name in :data:`VULKAN_NAMES`, its kp key in ``_KP_KEYS`` where kp spells it
+differently.
 """
 
 from __future__ import annotations
@@ -15,13 +19,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .._errors import DeviceCapabilityError, DeviceMemoryError
-from .._inputs import env_int
 from ._kp import kp_features
 
 #: VK_MAKE_API_VERSION(0, 1, 1, 0): the version kp's instance asks for.
 VULKAN_1_1 = (1 << 22) | (1 << 12)
 #: VkShaderStageFlagBits::VK_SHADER_STAGE_COMPUTE_BIT.
-COMPUTE_STAGE = 0x20
+STAGE_COMPUTE = 0x20
 #: VkSubgroupFeatureFlagBits: BASIC (every Vulkan 1.1 device) and ARITHMETIC.
 SUBGROUP_BASIC = 0x1
 SUBGROUP_ARITHMETIC = 0x4
@@ -118,7 +121,7 @@ class DeviceLimits:
     #: Lanes per subgroup, and the VkShaderStageFlags / VkSubgroupFeatureFlags where subgroup
     #: operations work (Vulkan 1.1 guarantees basic operations in compute shaders).
     subgroup_size: int = 1
-    subgroup_supported_stages: int = COMPUTE_STAGE
+    subgroup_supported_stages: int = STAGE_COMPUTE
     subgroup_supported_operations: int = SUBGROUP_BASIC
     #: The device extensions (none assumed).
     extensions: frozenset[str] = frozenset()
@@ -185,7 +188,7 @@ class DeviceLimits:
     def subgroup_arithmetic(self) -> bool:
         """Subgroup arithmetic (subgroupAdd, subgroupMax...) works in compute shaders."""
         return bool(
-            self.subgroup_supported_stages & COMPUTE_STAGE
+            self.subgroup_supported_stages & STAGE_COMPUTE
             and self.subgroup_supported_operations & SUBGROUP_ARITHMETIC
         )
 
@@ -222,22 +225,16 @@ class DeviceLimits:
             raise ValueError(f"{what} needs {vulkan} >= {needed}, but {where} has {have}{source}")
 
 
-def device_limits(manager: Any) -> DeviceLimits:
-    """The limits of a ``kp.Manager``'s device (or a ``vk_adam.DeviceHandle``'s)."""
-    from .shared import as_manager
-
-    return DeviceLimits.from_properties(as_manager(manager).get_device_properties())
-
-
-def all_device_limits() -> list[DeviceLimits]:
-    """Every device's limits, in kp's device order, read without opening a device."""
-    from ._kp import kp_module
-
-    listed = getattr(kp_module(), "list_devices", None)
-    return [DeviceLimits.from_properties(props) for props in (listed() if listed is not None else [])]
-
-
-__all__ = ["VULKAN_NAMES", "DeviceLimits", "MemoryHeap", "all_device_limits", "device_limits"]
+__all__ = [
+    "HEAP_DEVICE_LOCAL",
+    "STAGE_COMPUTE",
+    "SUBGROUP_ARITHMETIC",
+    "SUBGROUP_BASIC",
+    "VULKAN_1_1",
+    "VULKAN_NAMES",
+    "DeviceLimits",
+    "MemoryHeap",
+]
 
 
 def allocation_failure(exc: RuntimeError, nbytes: int, device: str) -> DeviceMemoryError | None:
@@ -270,20 +267,12 @@ def max_elements() -> int:
     return (2**32 - 1) // 4
 
 
-#: Tests only: a lower ``maxMemoryAllocationSize`` than the device's (bytes), so small NumPy
-#: groups take the several-buffer-sets path that groups larger than one allocation take.
-MAX_ALLOCATION_BYTES_ENV = "VK_ADAM_MAX_ALLOCATION_BYTES"
-
-
 def allocation_limit(limits: DeviceLimits) -> int:
     """The most bytes one allocation may hold on the device of ``limits``: its
     ``maxMemoryAllocationSize`` (not enforced where this kp build cannot read it: the spec's
-    1 GiB guarantee would refuse what the device allocates), or ``$VK_ADAM_MAX_ALLOCATION_BYTES``
-    where lower (tests)."""
+    1 GiB guarantee would refuse what the device allocates)."""
     readable = "max_memory_allocation_size" not in limits.assumed
-    return min(
-        limits.max_memory_allocation_size if readable else 1 << 62, env_int(MAX_ALLOCATION_BYTES_ENV, 1 << 62)
-    )
+    return limits.max_memory_allocation_size if readable else 1 << 62
 
 
 def check_one_allocation(limits: DeviceLimits, nbytes: int, what: str, instead: str) -> None:

@@ -24,31 +24,23 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DeviceCapabilityError, NoVulkanDeviceError
-from .._inputs import env_int
 from .._lifetime import Closable
 from .._values import is_kp_tensor
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .barriers import full_barrier_op
 from .device_only import DeviceOnly
-from .devices import DeviceInfo, application_device
-from .external import Sharing, copy_regions_op, exportable_buffer, sharing, with_sharing
-from .limits import DeviceLimits, allocation_failure, allocation_limit
+from .devices import DeviceInfo
+from .external import copy_regions_op, exportable_buffer
+from .facts import WORKGROUP_SIZE, DeviceFacts
+from .limits import DeviceLimits, allocation_failure
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
 
 Array = npt.NDArray[Any]
 
-#: Threads per workgroup (local_size_x of every shader).
-WORKGROUP_SIZE = 256
 #: The specialization constant that sizes every shader's workgroup (``local_size_x_id``).
 WORKGROUP_SIZE_SPEC_ID = 25
-#: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
-MAX_WORKGROUPS = 65535
-
-
-#: A lower workgroup cap for tuning experiments; unset: no cap.
-MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
 
 
 class Runtime(Closable):
@@ -77,39 +69,9 @@ class Runtime(Closable):
         elif (handed_back := _shared.lookup(manager)) is not None:
             known = handed_back.info  # vk-adam's own shared manager, handed back to it
         self.manager = manager
-        props = self.manager.get_device_properties()
-        self.device: DeviceInfo = with_sharing(known or application_device(props), manager)
-        self._sharing: Sharing | None = None  # what the device shares, read when first needed
-        #: Nanoseconds per timestamp tick (reported by a patched kp; 1.0 assumed otherwise).
-        self.timestamp_period = float(props.get("timestamp_period", 1.0))
-        #: Invocations per workgroup of vk-adam's own shaders (specialization constant 25): 256,
-        #: or the largest power of two the device's workgroup limits allow (at least 128 by spec).
-        self.threads = max((t for t in (256, 128, 64) if t <= self.device.max_workgroup_size), default=64)
-        limit = env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS)
-        self.workgroup_cap = min(MAX_WORKGROUPS, self.device.max_workgroup_count, limit)
-        #: What the device can hold (maxStorageBufferRange, push constants, bindings, ...), read
-        #: from it; the spec's guarantees where this kp build cannot read them (``limits``).
-        self.limits = DeviceLimits.from_properties(props)
-        #: The largest byte range one storage-buffer binding may span, and the alignment of a
-        #: binding's offset.
-        # A limit this kp build cannot read (a stock kp: ``limits.assumed``) is not enforced: the
-        # spec's guarantee (4 storage buffers per stage, 1 GiB allocations) would refuse every rule,
-        # and the stock path is the fallback that warns it is one.
-        readable = self.limits.assumed.isdisjoint
-        lim = self.limits
-        self.max_binding_bytes = (
-            lim.max_storage_buffer_range if readable({"max_storage_buffer_range"}) else 1 << 62
-        )
-        self.binding_alignment = lim.min_storage_buffer_offset_alignment
-        self.max_push_bytes = lim.max_push_constants_size
-        #: Storage buffers one compute pipeline may bind.
-        per_stage = {"max_per_stage_descriptor_storage_buffers", "max_descriptor_set_storage_buffers"}
-        self.max_storage_buffers = (
-            min(lim.max_per_stage_descriptor_storage_buffers, lim.max_descriptor_set_storage_buffers)
-            if readable(per_stage)
-            else 1 << 20
-        )
-        self.max_allocation_bytes = allocation_limit(lim)
+        #: Every limit and feature of the device and the decisions made from them, read once
+        #: here; whatever depends on the device reads it (``facts.py``).
+        self.facts = DeviceFacts.read(manager, known)
         self._buffers: list[Any] = []
         #: buffers with no staging copy, where this kp build copies byte regions (device_only.py)
         self._device_only = (
@@ -126,6 +88,38 @@ class Runtime(Closable):
             bridge = self.buffer(np.zeros(1, np.float32))
             self._bridge_op = self.kp.OpTensorSyncLocal([bridge])
 
+    # -- views of ``facts`` that code written before it reads (new code reads ``facts``) --------
+
+    @property
+    def device(self) -> DeviceInfo:
+        """The device: ``facts.info``."""
+        return self.facts.info
+
+    @property
+    def limits(self) -> DeviceLimits:
+        """The device's limits and features: ``facts.limits``."""
+        return self.facts.limits
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup of vk-adam's own shaders: ``facts.threads``."""
+        return self.facts.threads
+
+    @property
+    def timestamp_period(self) -> float:
+        """Nanoseconds per timestamp tick: ``facts.timestamp_period``."""
+        return self.facts.timestamp_period
+
+    @property
+    def max_push_bytes(self) -> int:
+        """maxPushConstantsSize: ``facts.max_push_bytes``."""
+        return self.facts.max_push_bytes
+
+    @property
+    def max_storage_buffers(self) -> int:
+        """Storage buffers one pipeline may bind: ``facts.max_storage_buffers``."""
+        return self.facts.max_storage_buffers
+
     # -- objects ---------------------------------------------------------------------------
 
     def buffer(self, data: Array, *, exportable: bool = False, staged: bool = True) -> Any:
@@ -138,24 +132,23 @@ class Runtime(Closable):
         here; :meth:`host_words` and :meth:`write_words` reach it); exportable buffers keep one.
         """
         flat = np.ascontiguousarray(data).reshape(-1)
-        if flat.nbytes > self.max_allocation_bytes:
+        facts = self.facts
+        if flat.nbytes > facts.max_allocation_bytes:
             raise DeviceCapabilityError(
-                f"a buffer of {flat.nbytes} bytes is larger than {self.device.name} allocates at once "
-                f"(maxMemoryAllocationSize: {self.max_allocation_bytes} bytes); split the params "
+                f"a buffer of {flat.nbytes} bytes is larger than {facts.info.name} allocates at once "
+                f"(maxMemoryAllocationSize: {facts.max_allocation_bytes} bytes); split the params "
                 "into several groups or kp tensors"
             )
         try:
             if exportable:
-                if self._sharing is None:
-                    self._sharing = sharing(self.manager)
-                assert self._sharing is not None and self._sharing.fd_export, "checked by the optimizer"
-                tensor = exportable_buffer(self.manager, flat, self._sharing)
+                assert facts.sharing is not None and facts.sharing.fd_export, "checked by the optimizer"
+                tensor = exportable_buffer(self.manager, flat, facts.sharing)
             elif not staged and self._device_only is not None:
                 tensor = self._device_only.make(flat, self.run)
             else:
                 tensor = self.manager.tensor_t(flat)
         except RuntimeError as exc:
-            failed = allocation_failure(exc, flat.nbytes, self.device.name)
+            failed = allocation_failure(exc, flat.nbytes, facts.info.name)
             if failed is None:
                 raise
             raise failed from exc
@@ -248,13 +241,14 @@ class Runtime(Closable):
         ``windows``: binding i is the byte window ``windows[i]`` = (offset, range; range 0: the
         whole buffer) of ``buffers[i]`` (``_optim/windows.py``); None binds every buffer whole.
         """
-        if len(buffers) > self.max_storage_buffers:
+        facts = self.facts
+        if len(buffers) > facts.max_storage_buffers:
             raise DeviceCapabilityError(
-                f"this shader binds {len(buffers)} storage buffers, more than {self.device.name} "
+                f"this shader binds {len(buffers)} storage buffers, more than {facts.info.name} "
                 f"allows one compute pipeline (maxPerStageDescriptorStorageBuffers / "
-                f"maxDescriptorSetStorageBuffers: {self.max_storage_buffers}); it cannot run here"
+                f"maxDescriptorSetStorageBuffers: {facts.max_storage_buffers}); it cannot run here"
             )
-        cap = self.workgroup_cap if max_groups is None else min(self.workgroup_cap, max_groups)
+        cap = facts.workgroup_cap if max_groups is None else min(facts.workgroup_cap, max_groups)
         groups = max(1, min(cap, -(-items // threads)))
         args = (
             list(buffers),
@@ -266,7 +260,7 @@ class Runtime(Closable):
         if windows is not None and any(r for _, r in windows):
             if not self.features.binding_windows:
                 raise NoVulkanDeviceError(
-                    f"{self.device.name}: a buffer of more than {self.max_binding_bytes} bytes "
+                    f"{facts.info.name}: a buffer of more than {facts.max_binding_bytes} bytes "
                     "(maxStorageBufferRange) needs binding windows, which this kp build lacks; "
                     "install the kp wheel built with vk-adam (scripts/build-kp.sh)"
                 )
@@ -278,9 +272,9 @@ class Runtime(Closable):
 
     def sized_spec(self, spec: Sequence[float] = ()) -> tuple[float, ...]:
         """Specialization constants of one of vk-adam's own shaders (``glsl/*.comp`` with
-        ``local_size_x_id = 25``): ``spec`` (ids 0..), then :attr:`threads` as constant 25."""
+        ``local_size_x_id = 25``): ``spec`` (ids 0..), then ``facts.threads`` as constant 25."""
         padding = (0.0,) * (WORKGROUP_SIZE_SPEC_ID - len(spec))
-        return (*spec, *padding, *np.array([self.threads], np.uint32).view(np.float32).tolist())
+        return (*spec, *padding, *np.array([self.facts.threads], np.uint32).view(np.float32).tolist())
 
     def free_buffer(self, buffer: Any) -> None:
         """Free a buffer made by :meth:`buffer`; no submitted or recorded work may still use it."""
@@ -421,4 +415,4 @@ class Runtime(Closable):
             _shared.release(shared)
 
 
-__all__ = ["MAX_WORKGROUPS", "WORKGROUP_SIZE", "Pending", "Runtime", "is_kp_tensor"]
+__all__ = ["WORKGROUP_SIZE_SPEC_ID", "Pending", "Runtime", "is_kp_tensor"]

@@ -267,7 +267,7 @@ def make_communicator(comm: Any, process_group: Any) -> Communicator:
 
 
 #: Errors that keep their type when every rank raises a failing rank's error.
-_KINDS: dict[str, type[Exception]] = {
+_ERROR_TYPES: dict[str, type[Exception]] = {
     "TypeError": TypeError,
     "ValueError": ValueError,
     "OptimizerClosedError": _errors.OptimizerClosedError,
@@ -296,6 +296,6 @@ def agree(comm: Communicator, error: BaseException | None, what: str, same: floa
             raise ValueError(f"{what}: the ranks passed different values ({same!r} on rank {comm.rank})")
         reports = comm.all_gather_object(None if error is None else (type(error).__name__, str(error)))
     rank, (kind, message) = next((r, e) for r, e in enumerate(reports) if e is not None)
-    cls = _KINDS.get(kind, RuntimeError)
+    cls = _ERROR_TYPES.get(kind, RuntimeError)
     others = "" if failed == 1 else f" (and {int(failed) - 1} other rank(s))"
     raise cls(f"{what} on rank {rank}{others} of {comm.size}: {message}") from error

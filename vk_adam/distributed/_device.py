@@ -55,17 +55,8 @@ def adapter_params(params: Any, manager: Any) -> Any:
         return params
     if manager is None:
         return [params.flat_params]
-    if params.dtype != "float32":
-        raise ValueError(
-            f"this adapter is {params.dtype}, but on-device adapters (manager=) are float32: 16-bit "
-            "adapters use the host path (manager=None), or create the adapter with dtype='float32'"
-        )
     # as LoRAAdapter.optimizer(manager=) places it: pull_params() and PEFT saves then read it back
-    runtime = Runtime(manager=manager)
-    params._runtime = runtime
-    params.device_params = runtime.buffer(params.flat_params)
-    params.push_params()
-    return [params.device_params]
+    return [params.to_device(manager)]
 
 
 def make_staging(

@@ -121,7 +121,7 @@ class NcclOnVulkan:
         if made is None:
             rt = self._rt
             pipeline = rt.pipeline(
-                list(tensors), load_spirv(spirv), words, rt.sized_spec(), push, threads=rt.threads
+                list(tensors), load_spirv(spirv), words, rt.sized_spec(), push, threads=rt.facts.threads
             )
             made = self._pipelines[key] = (pipeline, *tensors)  # the tensors kept: ids stay theirs
         return made[0]

@@ -21,7 +21,6 @@ from .._optim.sharding import (
     ParamSlot,
     Storage,
     align,
-    check_harness,
     check_max_norm,
     check_options,
     check_storage,
@@ -105,8 +104,6 @@ def make_plan(
     max_norm = check_max_norm(clip_grad_norm)
     # group_options checks, once, that kp tensor params came with manager=
     defaults, options_list = group_options(the_rule, params, hyper, has_manager=has_manager)
-    if max_norm is not None:
-        check_harness(the_rule.variant_for(g) for g in options_list)
     check_storage(state_dtype, stochastic_rounding, seed, options_list)
     storage = Storage(state_dtype, bool(stochastic_rounding), int(seed))
     block = fmt.BLOCK if state_dtype == "int8-blockwise" else ALIGN_ELEMENTS

@@ -370,9 +370,11 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // 2**-23 to 2): the code at the bucket's lower edge and where its one decision threshold sits
 // (0: none), then the 256 map values. A value's code is its nearest map value's (the threshold rounded
 // to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
-// Read in place rather than copied into shared memory by every workgroup: no copy and no
-// barrier before the loop, 14 KiB less shared memory per workgroup, and faster with the
-// subgroup loop below on the GPUs measured.
+// The bucket entries are read in place (through the L1 cache): copying 12 KiB of them into
+// shared memory per workgroup cost more than it saved. The 2 x 256 map values, read once per
+// value loaded, are copied into shared memory when a workgroup starts (2 KiB, one barrier):
+// a dequantizing read then costs a shared-memory read instead of a scattered read of the
+// table buffer. The measurements: benchmarks/h200/format_costs.py.
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
@@ -405,8 +407,19 @@ uint vk_adam_quantize(float x, bool signed_map) {
     return x < 0.0 ? 254u - min(c, 254u) : c;
 }
 
+// The map values (signed at 0, unsigned at 256), copied from the table buffer by main().
+shared float vk_adam_map_values[512];
+
+void vk_adam_load_map_values() {
+    for (uint w = gl_LocalInvocationIndex; w < 512u; w += gl_WorkGroupSize.x) {
+        vk_adam_map_values[w] = uintBitsToFloat(
+            vk_adam_tables[(w < 256u ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)]);
+    }
+    barrier();
+}
+
 float vk_adam_dequantize(uint c, bool signed_map) {
-    return uintBitsToFloat(vk_adam_tables[(signed_map ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + c]);
+    return vk_adam_map_values[(signed_map ? 0u : 256u) + c];
 }
 
 vec4 vk_adam_dequantize4(uint w, float amax, bool signed_map) {
@@ -838,6 +851,7 @@ void main() {
         vk_adam_plain_loop(lid, n, n_vec4);
     } else if (vk_adam_skip_step == 0u) {
         // every invocation reads the same flag: no barrier below is left half-reached
+        vk_adam_load_map_values();
 #ifdef VK_ADAM_SUBGROUPS
         vk_adam_int8_subgroup_loop(n, n_vec4);
 #else

@@ -163,7 +163,8 @@ class LoRAAdapter:
         }
 
     def slices(self) -> dict[str, tuple[int, tuple[int, int]]]:
-        """PEFT key -> (offset, shape) in the flat buffers."""
+        """PEFT key -> (offset, shape) in the flat buffers, in the order of the buffers: each
+        module of ``modules`` in turn, its A then its B."""
         return {peft_key(path, which): value for (path, which), value in self._offsets.items()}
 
     def delta(self, path: str) -> F32:
@@ -187,6 +188,15 @@ class LoRAAdapter:
         """
         if manager is None:
             return Optimizer([self.flat_params], rule, **kwargs)
+        return Optimizer([self.to_device(manager)], rule, manager=manager, **kwargs)
+
+    def to_device(self, manager: Any) -> Any:
+        """Move the weights onto the device of ``manager`` (a ``kp.Manager``) and return the kp
+        tensor that holds them there (``device_params``, filled from ``flat_params``), as
+        :meth:`optimizer` with ``manager`` does: :meth:`push_params` and :meth:`pull_params` then
+        copy between the two, and PEFT saves and checkpoints read the device's copy back. For
+        code that builds its own optimizer over the adapter (ZeRO-1). Float32 adapters only (a
+        16-bit one raises ValueError)."""
         if self._dtype != "float32":
             raise ValueError(
                 f"this adapter is {self._dtype}, but on-device adapters (manager=) are float32: 16-bit "
@@ -195,7 +205,7 @@ class LoRAAdapter:
         self._runtime = Runtime(manager=manager)
         self.device_params = self._runtime.buffer(self.flat_params)
         self.push_params()
-        return Optimizer([self.device_params], rule, manager=manager, **kwargs)
+        return self.device_params
 
     def push_params(self) -> None:
         """Copy ``flat_params`` to ``device_params`` (after editing weights on the host)."""

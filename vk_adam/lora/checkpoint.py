@@ -198,5 +198,5 @@ def load_checkpoint(
     if rng is not None and verified.rng_state is not None:  # verified: not None when rng is given
         rng.bit_generator.state = verified.rng_state
     if scheduler is not None and verified.scheduler_state is not None:  # verified: both or neither
-        scheduler._apply_state(verified.scheduler_state)
+        scheduler.apply_checked_state(verified.scheduler_state)
     return Checkpoint(verified.step, verified.rng_state, verified.extra)

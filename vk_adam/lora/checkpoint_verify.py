@@ -362,6 +362,6 @@ def _verify_scheduler_state(path: Path, saved: Any, scheduler: LRScheduler | Non
             "vk_adam.schedules scheduler of that kind built on this optimizer, to resume it"
         )
     try:
-        return scheduler._checked_state(saved)
+        return scheduler.check_state_dict(saved)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{path}: its schedule state does not fit this scheduler ({exc})") from None

@@ -24,8 +24,8 @@ state dicts raise TypeError / ValueError naming the argument, and change nothing
 
 from __future__ import annotations
 
+from .._values import MAX_STEP as MAX_STEP
 from ._formulas import Constant, CosineDecay, CosineWithHardRestarts, LambdaLR, LinearDecay, LinearWarmup
-from ._scheduler import MAX_STEP as MAX_STEP
 from ._scheduler import LRScheduler
 
 # fmt: off

@@ -9,10 +9,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar
 
-from .._values import is_index, is_real, show
-
-#: Steps are whole numbers up to here (exact as floats, like the optimizer's step counts).
-MAX_STEP = 2**53
+from .._values import MAX_STEP, is_index, is_real, show
 
 
 def _whole(name: str, value: Any, minimum: int) -> int:
@@ -159,9 +156,14 @@ class LRScheduler:
         not the optimizer's state was loaded. Everything is checked first: a bad state dict
         raises TypeError or ValueError and changes nothing.
         """
-        self._apply_state(self._checked_state(state_dict))
+        self.apply_checked_state(self.check_state_dict(state_dict))
 
-    def _checked_state(self, state_dict: Any) -> dict[str, Any]:
+    def check_state_dict(self, state_dict: Any) -> dict[str, Any]:
+        """Check a :meth:`state_dict` against this scheduler (its kind, keys, settings, and one
+        lr per param group of its optimizer) without changing anything, and return it checked,
+        for :meth:`apply_checked_state`. :meth:`load_state_dict` is the two in one; apart, they
+        let a caller that restores more than a schedule (a checkpoint) check everything first
+        and apply only once all of it passed. A bad state dict raises TypeError or ValueError."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"a scheduler state_dict must be a dict (got {show(state_dict)})")
         if state_dict.get("kind") != self.kind:
@@ -183,8 +185,8 @@ class LRScheduler:
             "_last_lr": _lr_list("_last_lr", state_dict["_last_lr"], count),
         }
 
-    def _apply_state(self, checked: Mapping[str, Any]) -> None:
-        """Apply what :meth:`_checked_state` returned; cannot fail."""
+    def apply_checked_state(self, checked: Mapping[str, Any]) -> None:
+        """Apply what this scheduler's :meth:`check_state_dict` returned; cannot fail."""
         for name, value in checked["settings"].items():
             setattr(self, name, value)
         self.base_lrs = list(checked["base_lrs"])

@@ -120,8 +120,7 @@ def bench_vk(
     with opt:
         times = samples(lambda: opt.step([grads.current]), warmup, repeats, grads.next, grads.release)
         row = _row(times, grads, before, p)
-        imports = getattr(getattr(getattr(opt, "_dev", None), "traffic", None), "imports", None)
-        row["host_import"] = bool(getattr(imports, "enabled", False))  # imports on for this optimizer
+        row["host_import"] = bool(opt.internals().host_traffic.imports.enabled)  # on for this optimizer
         row |= {"device_params": device_params, "param_sha256": hashlib.sha256(p.data).hexdigest()}
         return row | {"optimizer_steps": int(opt.state_dict()["state"][0]["step"])}
 

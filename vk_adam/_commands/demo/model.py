@@ -144,7 +144,9 @@ def train_reference(cfg: DemoConfig, progress: bool) -> list[float]:
     x, y = make_dataset(cfg, model)
     params = adapter.flat_params.astype(np.float64)
     grads = np.zeros_like(params)
-    slices = {(m.path, w): adapter._offsets[(m.path, w)] for m in adapter.modules for w in ("A", "B")}
+    # slices() is in the order of the modules, A then B of each: name its entries by (path, A|B)
+    names = [(m.path, w) for m in adapter.modules for w in ("A", "B")]
+    slices = dict(zip(names, adapter.slices().values(), strict=True))
 
     def view(flat: Array) -> Callable[[str, str], Array]:
         def get(path: str, which: str) -> Array:

@@ -11,6 +11,10 @@ from .config import DemoConfig
 from .model import fresh_run, make_dataset
 from .output import progress_bar
 
+#: What the demo says where torch is absent (no extra of vk-adam installs torch: it is large, and
+#: only this comparison needs it), rather than leaving its curve out without a word.
+NO_TORCH = "torch is not installed, so the comparison with torch is skipped (pip install torch adds it)"
+
 
 def _torch_model(cfg: DemoConfig, dev: str) -> Any:
     """The demo's fresh run as torch tensors on ``dev``: LoRA weights (trainable), frozen base
@@ -131,12 +135,14 @@ def torch_graph_trainer(cfg: DemoConfig, dev: str, *, warmup: int = 3) -> Callab
 
 
 def train_torch(cfg: DemoConfig, progress: bool) -> tuple[list[float], str] | None:
-    """The loss curve and torch's device, or None without torch or for a rule torch lacks."""
+    """The loss curve and torch's device, or None without torch (said, :data:`NO_TORCH`) or for a
+    rule torch lacks."""
     if cfg.rule not in ("adam", "adamw"):
         return None
     try:
         import torch
     except ImportError:
+        print(f"vk-adam demo: {NO_TORCH}")
         return None
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
