@@ -27,7 +27,10 @@ mode="${1:-}" dir="${2:-}"
 [ -n "$mode" ] && [ -n "$dir" ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 #: The suite's own needs beyond vk-adam's: pytest and its plugins, hypothesis, the demo extra.
 TEST_DEPS=("pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" "nvidia-ml-py>=12" "matplotlib>=3.7" "tqdm>=4.60")
-DEBS=(libvulkan1 libfmt9 vulkan-validationlayers glslang-tools spirv-tools)
+# The loader, the layers and the shader tools; GLVND's libraries, which NVIDIA's Vulkan driver
+# (libGLX_nvidia) loads (the same set as scripts/gpu-kit.sh's).
+DEBS=(libvulkan1 libfmt9 vulkan-validationlayers glslang-tools spirv-tools
+  libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 
 case "$mode" in
 pack)
@@ -73,12 +76,19 @@ test)
   vpy="$work/venv/bin/python"
   "$vpy" -m pip install -q --disable-pip-version-check --no-index --find-links "$dir" \
     vk-adam vk-adam-lion "${TEST_DEPS[@]}" || { log "pip install --no-index failed"; exit 1; }
-  {
+  # from outside the checkout: nothing but the venv on sys.path
+  (cd "$work" && {
+    echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
     echo "python: $("$vpy" -c 'import sys; print(sys.version)')"
     "$vpy" -m pip list --disable-pip-version-check 2>/dev/null
     "$vpy" -c 'import kp, vk_adam, vk_adam_lion; print("vk_adam from", vk_adam.__file__); print("kp from", kp.__file__); print("vk_adam_lion from", vk_adam_lion.__file__)'
     "$work/venv/bin/vk-adam" info
-  } > "$out/installed.txt" 2>&1
+  } > "$out/installed.txt" 2>&1)
+  "$work/venv/bin/vk-adam" info > /dev/null 2>&1 || {
+    log "vk-adam info finds no device: see $out/installed.txt"
+    VK_LOADER_DEBUG=error,warn "$work/venv/bin/vk-adam" info >> "$out/installed.txt" 2>&1
+    exit 1
+  }
   # The checkout without its packages: tests import what the venv installed.
   mkdir -p "$work/suite"
   (cd "$ROOT" && tar -c --exclude=./vk_adam --exclude=./plugins/vk-adam-lion/vk_adam_lion \
