@@ -155,29 +155,52 @@ def test_two_threads_step_two_optimizers_on_one_device(rng):
         assert scale_error(results[k], ref) <= 2e-6
 
 
-def test_a_closed_optimizer_hands_its_memory_and_sequences_to_the_next(monkeypatch, rng):
+#: A process of its own, so that its device's pool of freed memory starts empty (in a test
+#: process, earlier tests may have filled it to its capacity, and then nothing more enters it).
+HANDOVER = """
+import json, os
+import numpy as np, vk_adam
+from vk_adam._runtime import shared
+data = np.load(os.environ["HANDOVER_DATA"])
+with vk_adam.open_device() as dev:
+    first = vk_adam.AdamW([data["first"].copy()], lr=0.01)
+    for g in data["first_grads"]:
+        first.step([g])  # its state is far from zero now
+    device = shared.lookup(dev.manager)
+    held_before, spare_before = dev.manager.recycled_bytes(), len(device.spare_sequences)
+    first.close()
+    held, spare = dev.manager.recycled_bytes(), len(device.spare_sequences)
+    param = data["second"].copy()
+    with vk_adam.AdamW([param], lr=0.01) as second:
+        during = dev.manager.recycled_bytes()
+        for g in data["grads"]:
+            second.step([g])
+np.save(os.environ["HANDOVER_DATA"] + ".out.npy", param)
+print(json.dumps([held_before, held, during, spare_before, spare]))
+"""
+
+
+def test_a_closed_optimizer_hands_its_memory_and_sequences_to_the_next(rng, tmp_path):
     """The next optimizer of the same sizes reuses the freed allocations and sequences, and
     its results equal the float64 reference: nothing of the previous state leaks into it."""
-    monkeypatch.setenv(shared.LINGER_ENV, "30")
     n, steps = 5_000, 4
     hyper = {**ADAMW.defaults, "lr": 0.01}
-    with vk_adam.open_device() as dev:
-        first = vk_adam.AdamW([rng.standard_normal(n).astype(np.float32)], lr=0.01)
-        for _ in range(steps):
-            first.step([random_grad(rng, (n,))])  # its state is far from zero now
-        device = shared.lookup(dev.manager)
-        assert device is not None
-        held_before, spare_before = dev.manager.recycled_bytes(), len(device.spare_sequences)
-        first.close()
-        held = dev.manager.recycled_bytes()
-        assert held > held_before and len(device.spare_sequences) > spare_before
-        p = rng.standard_normal(n).astype(np.float32)
-        grads = [random_grad(rng, (n,)) for _ in range(steps)]
-        param = p.copy()
-        with vk_adam.AdamW([param], lr=0.01) as second:
-            assert dev.manager.recycled_bytes() < held  # it took allocations of the first
-            for g in grads:
-                second.step([g])
+    p = rng.standard_normal(n).astype(np.float32)
+    grads = np.stack([random_grad(rng, (n,)) for _ in range(steps)])
+    data = tmp_path / "handover.npz"
+    np.savez(
+        data,
+        first=rng.standard_normal(n).astype(np.float32),
+        first_grads=np.stack([random_grad(rng, (n,)) for _ in range(steps)]),
+        second=p,
+        grads=grads,
+    )
+    done = _run(HANDOVER, env={"HANDOVER_DATA": str(data), shared.LINGER_ENV: "30"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    held_before, held, during, spare_before, spare = json.loads(done.stdout.strip().splitlines()[-1])
+    assert held > held_before and spare > spare_before  # the first's memory and sequences kept
+    assert during < held  # the second took allocations of the first
+    param = np.load(str(data) + ".out.npy")
     ref = p.astype(np.float64)
     state = {name: np.zeros(n) for name in ADAMW.state_names(hyper)}
     for t, g in enumerate(grads, start=1):
