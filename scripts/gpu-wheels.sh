@@ -27,7 +27,8 @@ log() { printf '[gpu-wheels] %s\n' "$*" >&2; }
 mode="${1:-}" dir="${2:-}"
 [ -n "$mode" ] && [ -n "$dir" ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 #: The suite's own needs beyond vk-adam's: pytest and its plugins, hypothesis, the demo extra.
-TEST_DEPS=("pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" "nvidia-ml-py>=12" "matplotlib>=3.7" "tqdm>=4.60")
+TEST_DEPS=("pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" "nvidia-ml-py>=12" "matplotlib>=3.7" "tqdm>=4.60"
+  "vulkan>=1.3")
 # The loader, the layers and the shader tools; GLVND's libraries, which NVIDIA's Vulkan driver
 # (libGLX_nvidia) loads (the same set as scripts/gpu-kit.sh's).
 DEBS=(libvulkan1 libfmt9 vulkan-validationlayers glslang-tools spirv-tools
