@@ -67,8 +67,9 @@ def parts(n: int, repeats: int) -> dict[str, float]:
     """The pieces of one buffer's trip through staging memory at ``n`` fp32 elements, each alone
     (median ms): the threaded gather, the upload, both chunked, the download, the threaded
     scatter, and both chunked."""
-    from vk_adam._optim import staging_pipeline as sp
-    from vk_adam._optim.layout import ParamSlot, copy_into
+    from vk_adam._optim.host import staging as sp
+    from vk_adam._optim.host.slots import copy_into
+    from vk_adam._optim.layout import ParamSlot
     from vk_adam._runtime import host_view
 
     # the default chunk, or a quarter of the buffer where it holds fewer than two (small --sizes)

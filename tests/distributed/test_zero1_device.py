@@ -268,7 +268,7 @@ def test_what_device_params_refuse(rng, one_rank, kp_manager, monkeypatch):
     with pytest.raises(ValueError, match="stochastic_rounding"):
         vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr, stochastic_rounding=True)
     with monkeypatch.context() as m:  # a stock kp cannot copy byte ranges: said, not crashed
-        m.setattr("vk_adam._runtime.device_staging.region_copies_available", lambda: False)
+        m.setattr("vk_adam._runtime.collective_memory.region_copies_available", lambda: False)
         with pytest.raises(TypeError, match="needs vk-adam's patched kp"):
             vkd.ZeroRedundancyOptimizer([param], "adamw", manager=mgr)
     with monkeypatch.context() as m:  # every rank's gradients in one buffer: past one allocation

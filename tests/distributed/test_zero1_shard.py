@@ -309,15 +309,16 @@ def test_one_rank_is_one_process_bit_for_bit(rng, one_rank_group):
 
 
 def test_a_shard_through_chunked_staging_is_one_process_bit_for_bit(rng, one_rank_group, monkeypatch):
-    """A shard's NumPy pieces go through staging memory in chunks (``staging_pipeline``, 64 KiB
+    """A shard's NumPy pieces go through staging memory in chunks (``host.staging``, 64 KiB
     chunks here; every array through staging): the params are one process's with whole buffers."""
     import vk_adam.distributed as vkd
-    from vk_adam._optim import host_imports, host_memory
-    from vk_adam._optim.staging_pipeline import STAGING_CHUNK_ENV
+    from vk_adam._optim.host import imports as host_imports
+    from vk_adam._optim.host import traffic as host_traffic
+    from vk_adam._optim.host.staging import STAGING_CHUNK_ENV
 
     chunked = []
-    upload = host_memory.upload_in_chunks
-    monkeypatch.setattr(host_memory, "upload_in_chunks", lambda *a: chunked.append(1) or upload(*a))
+    upload = host_traffic.upload_in_chunks
+    monkeypatch.setattr(host_traffic, "upload_in_chunks", lambda *a: chunked.append(1) or upload(*a))
     monkeypatch.setenv(host_imports.HOST_IMPORT_ENV, "0")
     shapes = [(300, 257), (40_001,)]
     params = [rng.standard_normal(s).astype(np.float32) for s in shapes]

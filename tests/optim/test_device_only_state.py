@@ -1,6 +1,6 @@
 """The optimizer's state and master copies hold no host staging copy (kp storage tensors, vk-adam's
 patch 0022 "storage copies"): they are filled on the device at construction, and checkpoints move
-them through a transient host buffer a chunk at a time (``_runtime/device_only.py``).
+them through a transient host buffer a chunk at a time (``_runtime/unstaged.py``).
 
 Chunks are made tiny here (``CHUNK_BYTES`` 1,000: not a multiple of 4, so regions start and end
 mid-word) so that every path runs over many chunks; the values must be the same bit for bit as
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import vk_adam
-from vk_adam._runtime import device_only, kp_features
+from vk_adam._runtime import kp_features, unstaged
 
 pytestmark = pytest.mark.skipif(
     "storage copies" not in kp_features().patches,
@@ -71,7 +71,7 @@ def test_state_in_many_chunks_matches_one_chunk_and_resumes_exactly(
     ]
 
     one_params, one_state = _run([p.copy() for p in start], grads, options)
-    monkeypatch.setattr(device_only, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(unstaged, "CHUNK_BYTES", 1000)
     many_params, many_state = _run([p.copy() for p in start], grads, options)
     _same(one_params, many_params)
     _same(one_state, many_state)

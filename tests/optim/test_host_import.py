@@ -12,7 +12,7 @@ import pytest
 kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
-from vk_adam._optim import host_imports  # noqa: E402
+from vk_adam._optim.host import imports as host_imports  # noqa: E402
 from vk_adam._runtime import sharing  # noqa: E402
 from vk_adam._runtime.external import supported  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Large host copies (gradients into staging memory, params back into the arrays) are split over
-threads (``layout.copy_into``): the result must be exactly the one assignment gives, for every
+threads (``host.slots.copy_into``): the result must be exactly the one assignment gives, for every
 size, dtype conversion and thread count."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from vk_adam._optim.layout import COPY_THREADS_ENV, PARALLEL_COPY_BYTES, copy_into, copy_threads
+from vk_adam._optim.host.copy_threads import COPY_THREADS_ENV, PARALLEL_COPY_BYTES, copy_threads
+from vk_adam._optim.host.slots import copy_into
 
 
 @pytest.mark.parametrize("threads", ["1", "3", "16"])

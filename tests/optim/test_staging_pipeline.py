@@ -1,4 +1,4 @@
-"""Synchronous steps copy large staged buffers in chunks (``_optim/staging_pipeline``): the host
+"""Synchronous steps copy large staged buffers in chunks (``_optim/host/staging``): the host
 gathers chunk k + 1 while the GPU uploads chunk k, and scatters chunk k while it downloads
 chunk k + 1. The values must be exactly those of whole-buffer copies, on every path that stages
 (no host imports, fresh gradients beside imported params, 16-bit params, device-held params,
@@ -14,13 +14,15 @@ import pytest
 kp = pytest.importorskip("kp")
 
 import vk_adam  # noqa: E402
-from vk_adam._optim import host_imports, host_memory, staging_pipeline  # noqa: E402
-from vk_adam._optim.layout import ParamSlot  # noqa: E402
-from vk_adam._optim.staging_pipeline import (  # noqa: E402
+from vk_adam._optim.host import imports as host_imports  # noqa: E402
+from vk_adam._optim.host import staging as host_staging  # noqa: E402
+from vk_adam._optim.host import traffic as host_traffic  # noqa: E402
+from vk_adam._optim.host.staging import (  # noqa: E402
     MAX_CHUNKS,
     STAGING_CHUNK_ENV,
     chunk_ranges,
 )
+from vk_adam._optim.layout import ParamSlot  # noqa: E402
 
 from ..conftest import adamw_f64, limit_allocations, random_grad, scale_error  # noqa: E402
 
@@ -34,7 +36,7 @@ SHAPES = [(300, 257), (7,), (40_001,), (3, 5), (61_111,)]
 def counted(monkeypatch):
     """How many buffers were uploaded and downloaded in chunks."""
     calls = {"up": 0, "down": 0}
-    up, down = host_memory.upload_in_chunks, host_memory.download_in_chunks
+    up, down = host_traffic.upload_in_chunks, host_traffic.download_in_chunks
 
     def upload(*args, **kwargs):
         calls["up"] += 1
@@ -44,8 +46,8 @@ def counted(monkeypatch):
         calls["down"] += 1
         return down(*args, **kwargs)
 
-    monkeypatch.setattr(host_memory, "upload_in_chunks", upload)
-    monkeypatch.setattr(host_memory, "download_in_chunks", download)
+    monkeypatch.setattr(host_traffic, "upload_in_chunks", upload)
+    monkeypatch.setattr(host_traffic, "download_in_chunks", download)
     return calls
 
 
@@ -75,11 +77,11 @@ def _same_state(a, b):
     return True
 
 
-@pytest.mark.parametrize("task_bytes", [16 * 1024, staging_pipeline.TASK_BYTES])
+@pytest.mark.parametrize("task_bytes", [16 * 1024, host_staging.TASK_BYTES])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_chunked_staging_equals_whole_buffers_bit_for_bit(rng, monkeypatch, counted, dtype, task_bytes):
     # 16 KiB tasks: several copy-thread tasks per chunk, taken in order by the threads
-    monkeypatch.setattr(staging_pipeline, "TASK_BYTES", task_bytes)
+    monkeypatch.setattr(host_staging, "TASK_BYTES", task_bytes)
     if dtype == "bfloat16":
         np_dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
     else:
@@ -207,4 +209,4 @@ def test_chunk_ranges(monkeypatch):
     with pytest.raises(ValueError, match=r"VK_ADAM_STAGING_CHUNK_BYTES must be a number of bytes, or 0"):
         chunk_ranges(slots, 4)
     monkeypatch.delenv(STAGING_CHUNK_ENV)
-    assert staging_pipeline.chunk_bytes() == staging_pipeline.DEFAULT_CHUNK_BYTES
+    assert host_staging.chunk_bytes() == host_staging.DEFAULT_CHUNK_BYTES

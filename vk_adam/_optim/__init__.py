@@ -22,7 +22,7 @@ package alone. The exceptions:
 
 from .emulation import FormatReference
 from .functional import adam_update
-from .host_imports import HOST_IMPORT_ENV
+from .host.imports import HOST_IMPORT_ENV
 from .inflight import StepHandle
 from .layout import ALIGN_ELEMENTS
 from .optimizer import Optimizer

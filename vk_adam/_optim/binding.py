@@ -95,8 +95,8 @@ def bind_pipelines(
 ) -> None:
     """Make the pipelines bound to this grad buffer current (kp binds buffers at creation):
     one update pipeline (and pre-pass) per chunk of the set (``windows``); ``param``: another
-    param tensor of ``n`` elements than the set's own (``host_memory``; sets of one chunk).
-    ``host``: ``param`` and ``grad`` may be host arrays' imports (``host_memory``): the update
+    param tensor of ``n`` elements than the set's own (``host.traffic``; sets of one chunk).
+    ``host``: ``param`` and ``grad`` may be host arrays' imports (``host.traffic``): the update
     never zeroes such a gradient (it is the application's array, not a gradient buffer), and
     with the device holding the params (``device_params``) it reads the set's own param buffer
     at the master binding and writes both (``VK_ADAM_PARAM_OUT``).

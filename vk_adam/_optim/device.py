@@ -26,9 +26,9 @@ from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .clock import Clock
-from .host_imports import HostImports
-from .host_memory import HostTraffic
-from .layout import scatter
+from .host.imports import HostImports
+from .host.slots import scatter
+from .host.traffic import HostTraffic
 from .storage import Storage, rng_base_key, rng_key
 from .variants import LoopShape, loop_shape
 

@@ -170,6 +170,22 @@ def refuse_host_grads(prepared: list[list[Any]] | None) -> None:
         )
 
 
+def refuse_resized(groups: Sequence[GroupShape]) -> None:
+    """A NumPy param resized in place since the optimizer was made (``ndarray.resize`` with
+    ``refcheck=False``) no longer fits its slot: refuse the step before anything is written."""
+    for gi, group in enumerate(groups):
+        if not group.host_mode:
+            continue
+        for pi, slot in enumerate(group.slots):
+            if slot.host.shape != slot.shape:
+                raise ValueError(
+                    f"param {pi} of group {gi} has shape {slot.host.shape}, but the optimizer was made "
+                    f"with shape {slot.shape}: it was resized in place, and its memory may have moved. "
+                    "An optimizer's params keep their shape; make a new optimizer for the new shape "
+                    "(state_dict() carries the state over where the shapes agree)"
+                )
+
+
 def prepare_grads(
     grads: Sequence[Any] | None, groups: Sequence[GroupShape], caller: str = "step()"
 ) -> list[list[Any]] | None:

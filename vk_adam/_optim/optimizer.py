@@ -16,7 +16,7 @@ from .._errors import DeviceCapabilityError
 from .._lifetime import Closable
 from .._rules import UpdateRule, check_rule_object, default_registry
 from .._runtime import Runtime
-from .access import DeviceAccess
+from .access import DeviceBuffers, WrapperAccess
 from .captured import CapturedSteps, refuse_uncapturable
 from .clipping import check_max_norm
 from .device import MAX_PIPELINES_PER_SET, DeviceGroups, Group
@@ -33,7 +33,7 @@ from .stepping import MAX_STEPS_IN_FLIGHT, Stepper
 from .storage import Storage, Window
 
 
-class Optimizer(Closable, DeviceAccess):
+class Optimizer(Closable):
     """An update rule from the registry, run on a Vulkan device through kp.
 
     ``params``: NumPy arrays of float32, float16 or bfloat16 (``ml_dtypes.bfloat16``; updated
@@ -169,6 +169,10 @@ class Optimizer(Closable, DeviceAccess):
             profile=bool(profile),
             captured=self._captured,
         )
+        # what applications that keep buffers on the GPU read (methods below), and what code
+        # that wraps an optimizer reads (internals()): objects held, given no reference to self
+        self._buffers = DeviceBuffers(self._dev, self._rt, self._steps, self._in_flight.drain)
+        self._internals = WrapperAccess(self._dev, self._rt)
 
     # -- profiling -----------------------------------------------------------------------
 
@@ -277,6 +281,81 @@ class Optimizer(Closable, DeviceAccess):
         """Wait for every asynchronous step issued so far."""
         self._check_open()
         self._drain()
+
+    # -- device buffers, layout and clipping (``access.DeviceBuffers`` does the work) -------------
+
+    @property
+    def clip_grad_norm(self) -> float | None:
+        """The max norm gradients are clipped to (None: no clipping). May change between steps."""
+        return self._buffers.clip_grad_norm
+
+    @clip_grad_norm.setter
+    def clip_grad_norm(self, value: float) -> None:
+        self._buffers.set_clip_grad_norm(value)
+
+    def internals(self) -> WrapperAccess:
+        """The interface for code that wraps this optimizer (:class:`WrapperAccess`): its
+        groups' buffer sets and storage, the gradient scale and status buffer a ZeRO-1 shard
+        sets, the runtime and a step's ops for benchmarks. Advanced: applications need none of
+        it, and it may change between releases. It does not check that the optimizer is open
+        (its buffers are freed once it is closed)."""
+        return self._internals
+
+    def last_grad_norm(self) -> float:
+        """The global gradient norm of the last step (before clipping), read from the device.
+
+        Waits for the steps in flight; only this call synchronizes."""
+        self._check_open()
+        return self._buffers.last_grad_norm()
+
+    def param_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor holding a buffer set's params (the flat buffer for NumPy groups, kept
+        current from the moment it is taken)."""
+        self._check_open()
+        return self._buffers.param_buffer(group, index)
+
+    def reload_params(self) -> None:
+        """Read the NumPy params into the device's copy at the next step (with
+        ``device_params=True``, after writing into the arrays between steps: the device holds
+        the params, so such writes are otherwise overwritten by the next step's copy)."""
+        self._check_open()
+        self._buffers.reload_params()
+
+    def grad_buffer(self, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor that ``step()`` (without grads) reads gradients from.
+
+        Write gradients into it on the device (your own shaders), then call ``step()``.
+        For NumPy groups it is the group's flat gradient buffer (see :meth:`param_offsets`).
+        """
+        self._check_open()
+        return self._buffers.grad_buffer(group, index)
+
+    def state_buffer(self, name: str, group: int = 0, index: int = 0) -> Any:
+        """The kp tensor holding state ``name`` (e.g. ``"exp_avg"``; the rule's
+        ``state_names``) of a buffer set, in its storage format (docs/formats.md)."""
+        self._check_open()
+        return self._buffers.state_buffer(name, group, index)
+
+    def param_offsets(self, group: int = 0) -> list[tuple[int, tuple[int, ...]]]:
+        """(offset, shape) of each param of a NumPy group inside its flat buffers.
+
+        A group larger than one device allocation has several buffer sets (``index`` of
+        :meth:`grad_buffer`); each offset is then within its param's set, and a param larger
+        than one set is cut into pieces, one per set, the offset being its first piece's."""
+        return self._buffers.param_offsets(group)
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Device memory this optimizer's buffers hold, in bytes, by kind: ``param`` (the
+        params as stored: 4 or 2 bytes each, plus alignment padding), ``grad``, ``master``
+        (fp32 copies of 16-bit params), ``state``, ``absmax`` (8-bit state's block scales),
+        ``other`` (status, quantization tables, clipping's partial sums), and ``total``.
+        Divide by the number of params for resident bytes per param."""
+        self._check_open()
+        return self._buffers.memory_bytes()
+
+    def dispatches_per_step(self) -> int:
+        """How many update dispatches one step records (one per buffer set)."""
+        return self._dev.dispatches_per_step()
 
     # -- state dict ------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ class Adam(Optimizer):
     :class:`vk_adam.Optimizer`.
     """
 
+    #: The registered rule this class steps with (:class:`AdamW` names its own).
+    _rule_name = "adam"
+
     @spell_out_options()
     def __init__(
         self,
@@ -53,7 +56,7 @@ class Adam(Optimizer):
     ) -> None:
         super().__init__(
             params,
-            "adam",
+            self._rule_name,
             lr=lr,
             betas=_pair(betas),
             eps=eps,
@@ -65,15 +68,20 @@ class Adam(Optimizer):
         )
 
 
-class AdamW(Optimizer):
+class AdamW(Adam):
     """AdamW (Loshchilov & Hutter 2019): Adam with decoupled weight decay, default 1e-2,
-    as torch.optim.AdamW: ``p *= 1 - lr * weight_decay`` before the Adam update.
+    as torch.optim.AdamW (a subclass of :class:`Adam`, as torch's is): ``p *= 1 - lr *
+    weight_decay`` before the Adam update.
     Keyword options (``device``, ``manager``, ``zero_grad``, ``skip_nonfinite``, ``profile``,
     ``clip_grad_norm``, ``state_dtype``, ``stochastic_rounding``, ``seed``, ``exportable``,
     ``device_params``, ``capturable``): see
     :class:`vk_adam.Optimizer`.
     """
 
+    _rule_name = "adamw"
+
+    # Only the signature is AdamW's own: its defaults (weight decay 1e-2) and no
+    # ``decoupled_weight_decay`` (always on). The body is Adam's.
     @spell_out_options()
     def __init__(
         self,
@@ -86,16 +94,9 @@ class AdamW(Optimizer):
         maximize: bool = _AW["maximize"],
         **options: Unpack[OptimizerOptions],
     ) -> None:
+        options = refuse_unknown(f"{type(self).__name__}.__init__", options)  # before Adam sees them
         super().__init__(
-            params,
-            "adamw",
-            lr=lr,
-            betas=_pair(betas),
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            maximize=maximize,
-            **refuse_unknown(f"{type(self).__name__}.__init__", options),
+            params, lr, betas, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=True, **options
         )
 
 

@@ -20,8 +20,14 @@ from .._rules import UpdateRule
 from .._runtime import Runtime, device_of, element_count, host_view, refuse_unwritten, uploads_of
 from .captured import CapturedSteps
 from .device import DeviceGroups, Group
-from .groups import check_recordable, prepare_grads, refuse_foreign, refuse_host_grads, revalidate
-from .host_memory import refuse_resized
+from .groups import (
+    check_recordable,
+    prepare_grads,
+    refuse_foreign,
+    refuse_host_grads,
+    refuse_resized,
+    revalidate,
+)
 from .inflight import InFlight, StepHandle
 
 #: At most this many asynchronous steps in flight; the next one waits for the oldest.

@@ -15,7 +15,8 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import StateBuffer
-from .layout import ParamSlot, copy_into
+from .host.slots import copy_into
+from .layout import ParamSlot
 
 Array = npt.NDArray[Any]
 F32 = npt.NDArray[np.float32]

@@ -8,7 +8,7 @@ dispatch, barrier, run, submit, wait) into kp calls, on vk-adam's patched kp or,
 on a stock kp 0.9.0. Buffers cross this boundary as kp tensors that only the functions of
 ``tensors`` (and ``Runtime``) operate on. ``Runtime.facts`` (``facts``: a ``DeviceFacts``, read
 once) holds every limit and feature of its device that a decision reads. Device discovery,
-external memory (``external``, ``device_staging``, ``cuda_views``), the bridges that order
+external memory (``external``, ``collective_memory``, ``cuda_views``), the bridges that order
 Vulkan and CUDA work (``bridges``) and the kp import with its feature detection live beside it.
 """
 
@@ -16,8 +16,8 @@ from .._values import is_kp_tensor
 from ._kp import KpFeatures, StockKpWarning, kp_features
 from .bridges import CudaBridge, HostMirrorBridge, SemaphoreBridge, stand_in_for_cuda
 from .bridges import wanted as bridge_for
+from .collective_memory import DeviceStaging, Region, check_float32, region_copies_available
 from .cuda_views import as_torch, to_cuda, to_vulkan
-from .device_staging import DeviceStaging, Region, check_float32, region_copies_available
 from .devices import DEVICE_ENV, DeviceInfo, list_devices, select_device
 from .external import (
     EXPORT_DTYPES,

@@ -29,13 +29,13 @@ from .._values import is_kp_tensor
 from . import shared as _shared
 from ._kp import KpFeatures, kp_features, kp_module, warn_if_stock
 from .barriers import full_barrier_op
-from .device_only import DeviceOnly
 from .devices import DeviceInfo
 from .external import copy_regions_op, exportable_buffer
 from .facts import WORKGROUP_SIZE, DeviceFacts
 from .limits import DeviceLimits, allocation_failure
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
+from .unstaged import DeviceOnly
 
 Array = npt.NDArray[Any]
 
@@ -73,7 +73,7 @@ class Runtime(Closable):
         #: here; whatever depends on the device reads it (``facts.py``).
         self.facts = DeviceFacts.read(manager, known)
         self._buffers: list[Any] = []
-        #: buffers with no staging copy, where this kp build copies byte regions (device_only.py)
+        #: buffers with no staging copy, where this kp build copies byte regions (unstaged.py)
         self._device_only = (
             DeviceOnly(self.manager, self.kp) if "storage copies" in self.features.patches else None
         )

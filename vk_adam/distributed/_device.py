@@ -5,7 +5,7 @@ The collectives and the shard's update stay on the host path (``_staging``, ``_z
 changes is how the device buffers reach it. The host buffers the collectives run on (every
 gradient in the reduce-scatter's layout, every rank's updated params in the all-gather's) and the
 pieces of this rank's shard are host memory that the GPU reads and writes directly
-(``_runtime.device_staging``: imported, else mapped), made once. A step then takes:
+(``_runtime.collective_memory``: imported, else mapped), made once. A step then takes:
 
 * before the reduce-scatter: each device gradient (a kp tensor passed to ``step``, or the
   buffer :meth:`grad_buffer` gave) copied by byte ranges into the gradient buffer, and this

@@ -1,5 +1,5 @@
 """Imports of NumPy arrays' pages on one device (``VK_EXT_external_memory_host``), cached per
-array, for ``host_memory``'s copies and bound updates (see its module doc for when each array is
+array, for ``traffic``'s copies and bound updates (see its module doc for when each array is
 imported). An import lives while its array does: a weak reference drops it when the array dies,
 and an array found at another address or size drops its old import before a new one is made.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import count
@@ -15,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._inputs import env_int
-from .._runtime import free_tensor, import_host_array, import_host_range
+from ..._inputs import env_int
+from ..._runtime import free_tensor, import_host_array, import_host_range
 
 #: Arrays smaller than this are copied through staging memory: pinning their pages would cost
 #: more than the copy.
@@ -80,6 +81,24 @@ class HostImports:
         if entry.tensor is None and not entry.refused:
             self._import(entry, address, bound and array.dtype == np.float32)
         return entry if entry.tensor is not None else None
+
+    def of_set(
+        self, params: Sequence[np.ndarray], grads: Sequence[Any] | None, *, bind_param: bool, bind_grads: bool
+    ) -> tuple[list[_Entry | None], list[_Entry | None]]:
+        """One buffer set's imports for a step, params first: each param's (:meth:`get` at first
+        sight, kept; ``bind_param``: one a shader can bind), and each gradient's (at its second
+        sight; ``bind_grads`` likewise; none for what is not a plain ndarray, nor for ``grads``
+        None). None where an array takes the staging path."""
+        param_imports = [self.get(p, at_first_sight=True, bound=bind_param, keep=True) for p in params]
+        grad_imports = (
+            [
+                self.get(g, at_first_sight=False, bound=bind_grads) if type(g) is np.ndarray else None
+                for g in grads
+            ]
+            if grads is not None
+            else []
+        )
+        return param_imports, grad_imports
 
     def _import(self, entry: _Entry, address: int, bound: bool) -> None:
         size, manager, alignment = entry.nbytes, self._manager, self._alignment

@@ -7,7 +7,7 @@ a NumPy copy each way. Pinning pages takes time, so imports are cached per array
 imported at its first synchronous step, a gradient when the same array comes a second time (a
 training loop reuses its gradient arrays). A fresh array each step would pay for pinning and
 unpinning its pages every step, which costs more than copying it once through staging memory
-over several threads (``layout.copy_into``), so it takes the staging path instead (the timings
+over several threads (``slots.copy_into``), so it takes the staging path instead (the timings
 of both: ``benchmarks/results/h200-2026-12-03-host/``, "The pieces").
 
 A group of one float32 param goes further: its param's import is bound to the update shader
@@ -37,33 +37,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import _formats as fmt
-from .._runtime import (
+from ... import _formats as fmt
+from ..._runtime import (
     Pending,
     Runtime,
     copy_regions_op,
     host_read_barrier_op,
 )
-from .buffers import Group
-from .host_imports import HostImports
-from .layout import ParamSlot, gather, part_of, scatter
-from .staging_pipeline import chunk_ranges, download_in_chunks, upload_in_chunks
-
-
-def refuse_resized(groups: Sequence[Group]) -> None:
-    """A NumPy param resized in place since the optimizer was made (``ndarray.resize`` with
-    ``refcheck=False``) no longer fits its slot: refuse the step before anything is written."""
-    for gi, group in enumerate(groups):
-        if not group.host_mode:
-            continue
-        for pi, slot in enumerate(group.slots):
-            if slot.host.shape != slot.shape:
-                raise ValueError(
-                    f"param {pi} of group {gi} has shape {slot.host.shape}, but the optimizer was made "
-                    f"with shape {slot.shape}: it was resized in place, and its memory may have moved. "
-                    "An optimizer's params keep their shape; make a new optimizer for the new shape "
-                    "(state_dict() carries the state over where the shapes agree)"
-                )
+from ..buffers import Group
+from ..layout import ParamSlot
+from .imports import HostImports
+from .slots import gather, part_of, scatter
+from .staging import chunk_ranges, download_in_chunks, upload_in_chunks
 
 
 @dataclass
@@ -110,7 +95,7 @@ class HostTraffic:
     used_direct: bool = False  # a step did: the flat param buffers are not current
     _plans: dict[tuple[int, int], _GroupPlan] = field(default_factory=dict)  # by (group, set)
     _download_all: Any = None
-    #: this synchronous step's chunked uploads, submitted before it (``staging_pipeline``)
+    #: this synchronous step's chunked uploads, submitted before it (``staging``)
     uploading: list[Pending] = field(default_factory=list)
     #: after the wait: (param tensor, its staging memory, slots, chunks) downloaded in chunks
     chunked_out: list[tuple[Any, Any, list[ParamSlot], list[tuple[int, int]]]] = field(default_factory=list)
@@ -141,7 +126,7 @@ class HostTraffic:
                 params_in, grads_in = group.param_staging[k], group.grad_staging[k]
                 use_imports = direct and self.imports.enabled
                 plan = self._plan((gi, k), group, bset, slots, grads, held) if use_imports else None
-                # a synchronous step copies large staged buffers in chunks (staging_pipeline)
+                # a synchronous step copies large staged buffers in chunks (staging)
                 chunks = chunk_ranges(slots, params_in.itemsize) if direct else None
                 if plan is None:  # the staging path: every param and gradient through NumPy copies
                     if not held:
@@ -241,14 +226,8 @@ class HostTraffic:
         # param), or, with the device holding the params, reads the device's copy and writes both.
         direct = single and (key[0] in self.param_out_groups if held else self.direct)
         bind_grads = direct and self.grads_bindable and grads is not None and grads[0].dtype == np.float32
-        params = [self.imports.get(s.host, at_first_sight=True, bound=direct, keep=True) for s in slots]
-        grad_imports = (
-            [
-                self.imports.get(g, at_first_sight=False, bound=bind_grads) if type(g) is np.ndarray else None
-                for g in grads
-            ]
-            if grads is not None
-            else []
+        params, grad_imports = self.imports.of_set(
+            [s.host for s in slots], grads, bind_param=direct, bind_grads=bind_grads
         )
         if not any(params) and not any(grad_imports):
             return None

@@ -1,5 +1,5 @@
 """Large copies through staging memory in chunks, so the host's copies and the GPU's transfers
-overlap (synchronous steps of NumPy groups, ``host_memory``).
+overlap (synchronous steps of NumPy groups, ``traffic``).
 
 Without it, a buffer set that goes through staging memory is copied whole three times in turn:
 the host gathers the arrays into staging memory, the GPU uploads it, and after the update the
@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime import Pending, Runtime, copy_regions_op, host_read_barrier_op
-from .layout import ParamSlot, copy_pool
+from ..._runtime import Pending, Runtime, copy_regions_op, host_read_barrier_op
+from ..layout import ParamSlot
+from .copy_threads import copy_pool
 
 #: ``VK_ADAM_STAGING_CHUNK_BYTES``: bytes per chunk (0: no chunks).
 STAGING_CHUNK_ENV = "VK_ADAM_STAGING_CHUNK_BYTES"
