@@ -163,7 +163,11 @@ import numpy as np, vk_adam
 from vk_adam._runtime import shared
 data = np.load(os.environ["HANDOVER_DATA"])
 with vk_adam.open_device() as dev:
-    first = vk_adam.AdamW([data["first"].copy()], lr=0.01)
+    try:
+        first = vk_adam.AdamW([data["first"].copy()], lr=0.01)
+    except vk_adam.DeviceCapabilityError as exc:  # a simulated device class that cannot run it
+        print(json.dumps({"refused": str(exc)}))
+        raise SystemExit(0)
     for g in data["first_grads"]:
         first.step([g])  # its state is far from zero now
     device = shared.lookup(dev.manager)
@@ -197,7 +201,10 @@ def test_a_closed_optimizer_hands_its_memory_and_sequences_to_the_next(rng, tmp_
     )
     done = _run(HANDOVER, env={"HANDOVER_DATA": str(data), shared.LINGER_ENV: "30"})
     assert done.returncode == 0, done.stderr[-3000:]
-    held_before, held, during, spare_before, spare = json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if isinstance(result, dict):  # the device refused AdamW: as in this process (conftest.py)
+        raise vk_adam.DeviceCapabilityError(result["refused"])
+    held_before, held, during, spare_before, spare = result
     assert held > held_before and spare > spare_before  # the first's memory and sequences kept
     assert during < held  # the second took allocations of the first
     param = np.load(str(data) + ".out.npy")

@@ -441,6 +441,7 @@ def test_android_15_refuses_a_four_state_rule_when_the_optimizer_is_made(four_st
     assert result["refused"] is not None, "the 4-state rule ran on a 12-storage-buffer device"
     assert "rule 'four_states' binds 13 storage buffers" in result["refused"], result
     assert "(maxPerStageDescriptorStorageBuffers / maxDescriptorSetStorageBuffers: 12)" in result["refused"]
+    assert "a rule with at most 3 state buffers can" in result["refused"]
     assert result["untouched"]
     text = log.read_text(errors="replace")
     assert validation.STATUS_MESSAGE in text, "the validation layer did not run"

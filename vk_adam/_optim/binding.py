@@ -194,13 +194,17 @@ def _update_pipeline(
     if len(tensors) > dev.rt.max_storage_buffers:
         # Checked here as well as in Runtime.pipeline so that the refusal names the rule: the
         # binding count is the rule's choice (5 + 2 per state buffer), not the caller's.
-        states_n = len(group.variant.state)
+        states_n, room = len(group.variant.state), dev.rt.max_storage_buffers
+        fits = (
+            f"a rule with at most {(room - 5) // 2} state buffers can"
+            if room >= 5
+            else "no rule can (each binds at least 5: param, grad, status, master, tables)"
+        )
         raise DeviceCapabilityError(
             f"rule {dev.rule.name!r} binds {len(tensors)} storage buffers ({states_n} state "
             f"buffers: 5 + 2 x {states_n}), more than {dev.rt.device.name} allows one compute "
             f"pipeline (maxPerStageDescriptorStorageBuffers / maxDescriptorSetStorageBuffers: "
-            f"{dev.rt.max_storage_buffers}); it cannot run here. A rule with at most "
-            f"{max(0, (dev.rt.max_storage_buffers - 5) // 2)} state buffers can"
+            f"{room}); it cannot run here: {fits}"
         )
     windows = _windows(dev, bindings, bset, chunk)
     return dev.rt.pipeline(
