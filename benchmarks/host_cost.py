@@ -56,7 +56,7 @@ def measure(elements: int, repeats: int) -> dict[str, object]:
             try:
                 ticks = run(*args, **kwargs)  # type: ignore[arg-type]
                 if ticks:
-                    spans.append((ticks[-1] - ticks[0]) * runtime.timestamp_period * 1e-9)
+                    spans.append((ticks[-1] - ticks[0]) * runtime.facts.timestamp_period * 1e-9)
                 return ticks
             finally:
                 marks.append(time.perf_counter())

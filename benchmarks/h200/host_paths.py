@@ -101,7 +101,7 @@ def pieces(n: int, repeats: int) -> dict:
                     rt.manager,
                     int(x.__array_interface__["data"][0]),
                     x.nbytes,
-                    rt.device.host_import_alignment,
+                    rt.facts.info.host_import_alignment,
                 )
                 for x in (a, b)
             )

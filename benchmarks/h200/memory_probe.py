@@ -56,7 +56,9 @@ def main() -> None:
 
     handle = vk_adam.open_device()
     rt = Runtime(manager=handle.manager)
-    heaps = [{"size_gib": h.size / 2**30, "device_local": h.device_local} for h in rt.limits.memory_heaps]
+    heaps = [
+        {"size_gib": h.size / 2**30, "device_local": h.device_local} for h in rt.facts.limits.memory_heaps
+    ]
     print("heaps:", heaps, flush=True)
     n = args.gib << 28
     rows = {"buffer_gib": args.gib, "heaps": heaps, "kinds": []}

@@ -110,8 +110,8 @@ def test_exportable_state_keeps_its_exportable_buffer(rng: np.random.Generator) 
 
     rt = Runtime()
     try:
-        if "fd export" not in rt.device.external_memory:
-            pytest.skip(f"{rt.device.name} cannot export memory (VK_KHR_external_memory_fd)")
+        if "fd export" not in rt.facts.info.external_memory:
+            pytest.skip(f"{rt.facts.info.name} cannot export memory (VK_KHR_external_memory_fd)")
     finally:
         rt.close()
     params = [rng.standard_normal(1000).astype(np.float32)]

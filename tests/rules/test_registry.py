@@ -94,7 +94,7 @@ def test_push_constants_over_128_bytes_warn_at_registration_and_a_smaller_device
     from vk_adam._runtime import Runtime
 
     with Runtime() as rt:
-        room = rt.max_push_bytes
+        room = rt.facts.max_push_bytes
     if room >= 168:
         pytest.skip(f"this device holds {room} bytes of push constants; the refusal needs fewer than 168")
     match = rf"168 bytes of push constants exceed this device's maxPushConstantsSize \({room} bytes\)"

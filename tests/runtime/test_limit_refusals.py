@@ -63,7 +63,7 @@ def test_a_device_of_128_invocations_runs_128_wide_workgroups_with_the_same_resu
             _step(plain, seed, skip_nonfinite=True), _step(narrow, seed, skip_nonfinite=True)
         )
         with vk_adam.AdamW([np.zeros(8, np.float32)], manager=narrow) as opt:
-            assert opt._rt.threads == 128 and opt._dev.shape.workgroup_size == 128
+            assert opt._rt.facts.threads == 128 and opt._dev.shape.workgroup_size == 128
     finally:
         plain.destroy()
         narrow.destroy()

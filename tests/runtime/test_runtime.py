@@ -208,7 +208,7 @@ def _copy_workload(rt: Runtime, n: int = 1 << 22) -> tuple[object, object, objec
 
     a, b = rt.buffer(np.ones(n, np.float32)), rt.buffer(np.zeros(n, np.float32))
     push = np.array([n // 4], np.uint32).view(np.float32)
-    algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, rt.sized_spec(), 1, threads=rt.threads)
+    algo = rt.pipeline([a, b], load_spirv("copy"), n // 4, rt.sized_spec(), 1, threads=rt.facts.threads)
     return a, b, rt.dispatch_op(algo, push)
 
 
@@ -259,7 +259,7 @@ def test_untimed_runs_stay_untimed_after_a_timed_one():
     """A sequence made with timestamp queries writes timestamps on every evaluation (hundreds of
     microseconds a step on lavapipe): run() keeps it for the runs that ask for timestamps."""
     rt = Runtime()
-    if not rt.device.timestamps_supported:
+    if not rt.facts.info.timestamps_supported:
         rt.close()
         pytest.skip("the device has no timestamp queries (timestampComputeAndGraphics)")
     a, b, copy_op = _copy_workload(rt)

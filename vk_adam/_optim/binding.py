@@ -66,7 +66,7 @@ def gradient_prepass(
     shader = dev.builder.shader("nonfinite_check")
     spec = dev.rt.sized_spec(uint_spec(grad_format))
     check = dev.rt.pipeline(
-        [grad, dev.status], shader, chunk.count, spec, 1, threads=dev.rt.threads, windows=windows
+        [grad, dev.status], shader, chunk.count, spec, 1, threads=dev.rt.facts.threads, windows=windows
     )
     return check, dev.rt.dispatch_op(check, np.array([chunk.count], np.uint32).view(np.float32))
 
@@ -186,15 +186,15 @@ def _update_pipeline(
         spec = (*spec, *dev.clock.spec(group_index, slot, groups, offset))
     bset.spirv, bset.spec = launch.spirv, tuple(spec)
     shader, push = dev.builder.shader(launch.spirv), dev.push_words(group.variant)
-    if 4 * push > dev.rt.max_push_bytes:
+    if 4 * push > dev.rt.facts.max_push_bytes:
         raise DeviceCapabilityError(
             f"rule {group.variant.spirv}: its {4 * push} bytes of push constants exceed this device's "
-            f"maxPushConstantsSize ({dev.rt.max_push_bytes} bytes); the rule cannot run here"
+            f"maxPushConstantsSize ({dev.rt.facts.max_push_bytes} bytes); the rule cannot run here"
         )
-    if len(tensors) > dev.rt.max_storage_buffers:
+    if len(tensors) > dev.rt.facts.max_storage_buffers:
         # Checked here as well as in Runtime.pipeline so that the refusal names the rule: the
         # binding count is the rule's choice (5 + 2 per state buffer), not the caller's.
-        states_n, room = len(group.variant.state), dev.rt.max_storage_buffers
+        states_n, room = len(group.variant.state), dev.rt.facts.max_storage_buffers
         fits = (
             f"a rule with at most {(room - 5) // 2} state buffers can"
             if room >= 5
@@ -202,7 +202,7 @@ def _update_pipeline(
         )
         raise DeviceCapabilityError(
             f"rule {dev.rule.name!r} binds {len(tensors)} storage buffers ({states_n} state "
-            f"buffers: 5 + 2 x {states_n}), more than {dev.rt.device.name} allows one compute "
+            f"buffers: 5 + 2 x {states_n}), more than {dev.rt.facts.info.name} allows one compute "
             f"pipeline (maxPerStageDescriptorStorageBuffers / maxDescriptorSetStorageBuffers: "
             f"{room}); it cannot run here: {fits}"
         )

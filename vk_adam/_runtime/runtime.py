@@ -32,7 +32,7 @@ from .barriers import full_barrier_op
 from .devices import DeviceInfo
 from .external import copy_regions_op, exportable_buffer
 from .facts import WORKGROUP_SIZE, DeviceFacts
-from .limits import DeviceLimits, allocation_failure
+from .limits import allocation_failure
 from .sequences import Pending, RecordedByKey, Sequences, evaluate_async, rerecord
 from .shared import as_manager
 from .unstaged import DeviceOnly
@@ -87,38 +87,6 @@ class Runtime(Closable):
         if not self.features.memory_barriers:
             bridge = self.buffer(np.zeros(1, np.float32))
             self._bridge_op = self.kp.OpTensorSyncLocal([bridge])
-
-    # -- views of ``facts`` that code written before it reads (new code reads ``facts``) --------
-
-    @property
-    def device(self) -> DeviceInfo:
-        """The device: ``facts.info``."""
-        return self.facts.info
-
-    @property
-    def limits(self) -> DeviceLimits:
-        """The device's limits and features: ``facts.limits``."""
-        return self.facts.limits
-
-    @property
-    def threads(self) -> int:
-        """Invocations per workgroup of vk-adam's own shaders: ``facts.threads``."""
-        return self.facts.threads
-
-    @property
-    def timestamp_period(self) -> float:
-        """Nanoseconds per timestamp tick: ``facts.timestamp_period``."""
-        return self.facts.timestamp_period
-
-    @property
-    def max_push_bytes(self) -> int:
-        """maxPushConstantsSize: ``facts.max_push_bytes``."""
-        return self.facts.max_push_bytes
-
-    @property
-    def max_storage_buffers(self) -> int:
-        """Storage buffers one pipeline may bind: ``facts.max_storage_buffers``."""
-        return self.facts.max_storage_buffers
 
     # -- objects ---------------------------------------------------------------------------
 

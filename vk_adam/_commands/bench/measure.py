@@ -46,7 +46,12 @@ class ClockWarmer:
         self._a = rt.buffer(np.ones(elements, np.float32))
         self._b = rt.buffer(np.zeros(elements, np.float32))
         self._algo = rt.pipeline(
-            [self._a, self._b], load_spirv("copy"), elements // 4, rt.sized_spec(), 1, threads=rt.threads
+            [self._a, self._b],
+            load_spirv("copy"),
+            elements // 4,
+            rt.sized_spec(),
+            1,
+            threads=rt.facts.threads,
         )
         push = np.array([elements // 4], np.uint32).view(np.float32)
         rt.run([rt.upload_op([self._a, self._b])])
@@ -76,7 +81,9 @@ def copy_seconds(
     from ..._rules import load_spirv
 
     push = np.array([elements // 4], np.uint32).view(np.float32)
-    algo = rt.pipeline([src, dst], load_spirv("copy"), elements // 4, rt.sized_spec(), 1, threads=rt.threads)
+    algo = rt.pipeline(
+        [src, dst], load_spirv("copy"), elements // 4, rt.sized_spec(), 1, threads=rt.facts.threads
+    )
     try:
         samples = []
         for i in range(repeats + 3):
@@ -85,7 +92,7 @@ def copy_seconds(
             ticks = rt.run([rt.dispatch_op(algo, push)], timestamps=True)
             assert ticks is not None
             if i >= 3:
-                samples.append((ticks[1] - ticks[0]) * rt.timestamp_period * 1e-9)
+                samples.append((ticks[1] - ticks[0]) * rt.facts.timestamp_period * 1e-9)
         return statistics.median(samples)
     finally:
         rt.destroy_pipeline(algo)
@@ -116,7 +123,9 @@ def submit_wait_floor(rt: Runtime, repeats: int) -> dict[str, float]:
     g = rt.buffer(np.zeros(1, np.float32))
     status = rt.buffer(np.zeros(1, np.uint32))
     push = np.array([1], np.uint32).view(np.float32)
-    algo = rt.pipeline([g, status], load_spirv("nonfinite_check"), 1, rt.sized_spec(), 1, threads=rt.threads)
+    algo = rt.pipeline(
+        [g, status], load_spirv("nonfinite_check"), 1, rt.sized_spec(), 1, threads=rt.facts.threads
+    )
     try:
         rt.run([rt.upload_op([g, status])])
         op = rt.dispatch_op(algo, push)
