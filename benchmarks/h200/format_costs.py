@@ -17,6 +17,20 @@ results, the others are for timing):
   bare           no-tables, and the rule's math replaced by one multiply-add per value: what the
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
                  cost on their own (a floor with the same bytes and the same loop)
+  entry32        one 32-bit bucket entry per word (the code, and the threshold compared with
+                 the value's low 16 bits in one compare): the same codes with fewer instructions
+                 per value (no half-word select, no byte extracts), a table twice the size
+  entry32-shared entry32 with the bucket entries copied into shared memory when a workgroup
+                 starts (24 KiB), as the map values are
+  absmax-fast    a whole vec4's largest |value| by three max (the release checks each value
+                 against the tensor's end): the same codes
+  entry32-absmax entry32 and absmax-fast
+  sr-half-hash   one hash of the rounding stream per two values (16 bits each): other random
+                 bits, for timing only
+  trivial-quant  a quantizer of three instructions (the code a linear map of the value): what
+                 any quantizer costs at least; wrong codes, for timing only
+With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
+the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
 yardstick is the same copy shader (``copy_GBps``). Writes DIR/format_costs.json and prints a table.
 Params on the device as in the formats bench (fp32: kp tensors; 16-bit: device_params=True). The
@@ -71,6 +85,55 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
     float lo = (floor(k) + 0.5) / decade, hi = (floor(k) + 1.5) / decade;
     return min(code + (a + a >= lo + hi ? 1u : 0u), 255u);
 }"""
+# One 32-bit entry per bucket: the code at the bucket's lower edge (bits 0..7) and the threshold
+# as a value's low 16 bits (bits 8..24: the release's position << 8, or 0x10000: none).
+CODE_OF_32 = """uint vk_adam_code_of(float a, uint map) {
+    uint bits = floatBitsToUint(a);
+    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
+                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
+    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
+    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+}"""
+CODE_OF_32_SHARED = """shared uint vk_adam_entries[2u * VK_ADAM_TABLE_BUCKETS];
+uint vk_adam_code_of(float a, uint map) {
+    uint bits = floatBitsToUint(a);
+    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
+                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
+    uint first = (map == 0u ? 0u : VK_ADAM_TABLE_BUCKETS) - VK_ADAM_TABLE_FIRST_BUCKET;
+    uint entry = vk_adam_entries[first + bucket];
+    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+}"""
+MAP_WORDS_16 = "#define VK_ADAM_MAP_WORDS 1792u"
+MAP_WORDS_32 = "#define VK_ADAM_MAP_WORDS 3328u"
+MAP_VALUES_16 = "VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)"
+MAP_VALUES_32 = "VK_ADAM_TABLE_BUCKETS + (w & 255u)"
+LOAD_ENTRIES = """    const uint entries = 2u * VK_ADAM_TABLE_BUCKETS;
+    for (uint w = gl_LocalInvocationIndex; w < entries; w += gl_WorkGroupSize.x) {
+        uint word = w < VK_ADAM_TABLE_BUCKETS ? w : VK_ADAM_MAP_WORDS + w - VK_ADAM_TABLE_BUCKETS;
+        vk_adam_entries[w] = vk_adam_tables[word];
+    }
+    barrier();
+}
+
+float vk_adam_dequantize("""
+TRIVIAL_QUANT = """uint vk_adam_code_of(float a, uint map) {
+    return min(uint(a * 255.0), 255u);
+}"""
+ABS_MAX = """    vec4 a = abs(s);
+    float m = 0.0;
+"""
+ABS_MAX_FAST = """    vec4 a = abs(s);
+    if (4u * i + 4u <= n) return floatBitsToUint(max(max(a.x, a.y), max(a.z, a.w)));
+    float m = 0.0;
+"""
+SR_HASH = """    for (uint l = 0u; l < 4u; l++) {
+        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
+    }
+"""
+SR_HALF_HASH = """    uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);
+    uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
+    r = uvec4(h0, h0 >> 16, h1, h1 >> 16);
+"""
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
 
 #: (build, patches): each patch a (pattern or str, replacement); each must match once.
@@ -81,7 +144,44 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "deq-arith": [(DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "bare": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, ""), (UPDATE_CALL, BARE_UPDATE)],
+    "entry32": [(CODE_OF, CODE_OF_32), (MAP_WORDS_16, MAP_WORDS_32), (MAP_VALUES_16, MAP_VALUES_32)],
+    "entry32-shared": [
+        (CODE_OF, CODE_OF_32_SHARED),
+        (MAP_WORDS_16, MAP_WORDS_32),
+        (MAP_VALUES_16, MAP_VALUES_32),
+        ("    barrier();\n}\n\nfloat vk_adam_dequantize(", LOAD_ENTRIES),
+    ],
+    "absmax-fast": [(ABS_MAX, ABS_MAX_FAST)],
+    "entry32-absmax": [
+        (CODE_OF, CODE_OF_32),
+        (MAP_WORDS_16, MAP_WORDS_32),
+        (MAP_VALUES_16, MAP_VALUES_32),
+        (ABS_MAX, ABS_MAX_FAST),
+    ],
+    "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
+    "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
 }
+#: The builds whose codes are the release's (checked by --check).
+EXACT = ("release", "map-in-place", "entry32", "entry32-shared", "absmax-fast", "entry32-absmax")
+
+
+def tables_32() -> Any:
+    """The table buffer of the entry32 builds: per map 3,072 one-word bucket entries, then the
+    256 map values."""
+    from vk_adam import _formats as fmt
+
+    words = np.zeros(2 * (fmt.TABLE_BUCKETS + 256), np.uint32)
+    for offset, signed in ((0, True), (fmt.TABLE_BUCKETS + 256, False)):
+        e = fmt._ENTRIES[signed].astype(np.uint32)
+        pos = e >> 8
+        end = offset + fmt.TABLE_BUCKETS
+        words[offset:end] = (e & 0xFF) | (np.where(pos != 0, pos << 8, 0x10000) << 8)
+        words[end : end + 256] = fmt._MAPS[signed].view(np.uint32)
+    return words
+
+
+#: Builds whose table buffer differs from the release's.
+TABLES = {"entry32": tables_32, "entry32-shared": tables_32, "entry32-absmax": tables_32}
 
 #: (label, param dtype, stochastic rounding, state dtype) as the formats bench's rows.
 FORMATS = (
@@ -104,13 +204,14 @@ def patched(source: str, patches: list[tuple[Any, str]]) -> str:
     return source
 
 
-def build_rules(work: Path) -> dict[str, Any]:
+def build_rules(work: Path, names: list[str]) -> dict[str, Any]:
     """One AdamW rule per build, its SPIR-V compiled from a patched copy of the harness."""
     from vk_adam._rules import ADAMW
     from vk_adam.shaderc import INCLUDE_DIR, compile_shaders
 
     rules = {}
-    for name, patches in BUILDS.items():
+    for name in dict.fromkeys(names):
+        patches = BUILDS[name]
         src = work / name / "glsl"
         src.mkdir(parents=True)
         for f in ("adam.comp", "adam_amsgrad.comp", "adam_body.glsl"):
@@ -127,30 +228,87 @@ def build_rules(work: Path) -> dict[str, Any]:
     return rules
 
 
-def make(rule: Any, label: str, param_dtype: str, sr: bool, state: str, n: int, rt: Any) -> tuple[Any, Any]:
+def make(
+    rule: Any, build: str, param_dtype: str, sr: bool, state: str, inputs: tuple[Any, Any], rt: Any
+) -> tuple[Any, Any]:
+    """The row's optimizer with ``build``'s rule (and table buffer), after one step; and its
+    fp32 params' kp tensor (None for 16-bit params, held by the optimizer)."""
     from vk_adam import _formats as fmt
     from vk_adam._optim import Optimizer
     from vk_adam._runtime import host_view
 
-    rng = np.random.default_rng(0)
-    p = rng.standard_normal(n, dtype=np.float32)
-    g = rng.standard_normal(n, dtype=np.float32) * 1e-2
+    p, g = inputs
     common: dict[str, Any] = dict(
         zero_grad=False, profile=True, lr=1e-4, state_dtype=state, stochastic_rounding=sr
     )
-    if param_dtype == "float32":
-        t = rt.buffer(p)
-        rt.run([rt.upload_op([t])])
-        opt = Optimizer([t], rule, manager=rt.manager, **common)
-        grad = opt.grad_buffer(0, 0)
-        host_view(grad)[:] = g
-        rt.run([rt.upload_op([grad])])
-        opt.step()
-        return opt, t
-    dtype = fmt.NUMPY_DTYPES[param_dtype]
-    opt = Optimizer([p.astype(dtype)], rule, device_params=True, **common)
-    opt.step([g.astype(dtype)])
-    return opt, None
+    release_tables = fmt.quant_tables
+    if build in TABLES:
+        fmt.quant_tables = TABLES[build]  # read once, when the optimizer is made
+    try:
+        if param_dtype == "float32":
+            t = rt.buffer(p)
+            rt.run([rt.upload_op([t])])
+            opt = Optimizer([t], rule, manager=rt.manager, **common)
+            grad = opt.grad_buffer(0, 0)
+            host_view(grad)[:] = g
+            rt.run([rt.upload_op([grad])])
+            opt.step()
+            return opt, t
+        dtype = fmt.NUMPY_DTYPES[param_dtype]
+        opt = Optimizer([p.astype(dtype)], rule, device_params=True, **common)
+        opt.step([g.astype(dtype)])
+        return opt, None
+    finally:
+        fmt.quant_tables = release_tables
+
+
+def inputs_of(n: int) -> tuple[Any, Any]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32) * 1e-2
+
+
+def snapshot(opt: Any, t: Any, rt: Any) -> list[Any]:
+    """Everything a step wrote, as raw bytes: the state (codes and block maxima) and params."""
+    from vk_adam._runtime import host_view
+
+    state = opt.state_dict()["state"]
+    out = [
+        np.asarray(v).tobytes()
+        for s in state.values()
+        for _, v in sorted(s.items())
+        if isinstance(v, np.ndarray)
+    ]
+    if t is not None:
+        rt.run([rt.download_op([t])])
+        out.append(host_view(t).tobytes())
+    else:
+        out.append(np.asarray(opt.param_groups[0]["params"][0]).tobytes())
+    return out
+
+
+def check(rules: dict[str, Any], builds: list[str], rt: Any) -> list[str]:
+    """Builds in ``EXACT`` whose state or params differ from the release's after three steps."""
+    differ = []
+    inputs = inputs_of(2**16 + 3)
+    for label, param_dtype, sr, state in FORMATS:
+        exact = [b for b in dict.fromkeys(["release", *builds]) if b in EXACT]
+        made = {b: make(rules[b], b, param_dtype, sr, state, inputs, rt) for b in exact}
+        try:
+            for opt, _ in made.values():
+                opt.step()
+                opt.step()
+            ref = snapshot(*made["release"], rt)
+            for b in exact:
+                same = snapshot(*made[b], rt) == ref
+                print(f"check {label:34s} {b:14s} {'same bits' if same else 'DIFFERENT'}", flush=True)
+                if not same:
+                    differ.append(f"{b}: {label}")
+        finally:
+            for opt, t in made.values():
+                opt.close()
+                if t is not None:
+                    rt.free_buffer(t)
+    return differ
 
 
 def main() -> int:
@@ -159,6 +317,7 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[24, 28])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--builds", nargs="+", default=list(BUILDS))
+    ap.add_argument("--check", action="store_true", help="first compare the EXACT builds' bits")
     args = ap.parse_args()
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
     from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
@@ -172,12 +331,19 @@ def main() -> int:
     warmer = ClockWarmer(rt)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        rules = build_rules(Path(tmp))
+        rules = build_rules(Path(tmp), ["release", *args.builds])
+        if args.check:
+            differ = check(rules, args.builds, rt)
+            if differ:
+                print("builds whose bits differ from the release's:", "; ".join(differ))
+                return 1
         for log2 in args.sizes:
             n = 2**log2
+            inputs = inputs_of(n)
             for label, param_dtype, sr, state in FORMATS:
-                builds = args.builds if state == "int8-blockwise" else ["release"]
-                made = {b: make(rules[b], label, param_dtype, sr, state, n, rt) for b in builds}
+                int8 = state == "int8-blockwise"
+                builds = list(dict.fromkeys(["release", *args.builds])) if int8 else ["release"]
+                made = {b: make(rules[b], b, param_dtype, sr, state, inputs, rt) for b in builds}
                 try:
                     samples: dict[str, list[float]] = {b: [] for b in builds}
                     for b in builds:

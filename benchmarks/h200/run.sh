@@ -48,7 +48,8 @@
 #             its params on the device; FORMATS=0 leaves it out), bench.log and bench/ with MAIN=1
 #             (vk-adam bench, the main cases, in the same run), costs.txt and costs/
 #             (format_costs.py: the 8-bit path's parts, patched-harness builds timed against the
-#             release; $COST_SIZES, default 24 28; COSTS=0 leaves it out)
+#             release; $COST_SIZES, default 24 28; $COST_BUILDS, default all; COST_CHECK=1
+#             first compares the exact builds bit for bit; COSTS=0 leaves it out)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -154,7 +155,7 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
       start=$(date +%s)
       # shellcheck disable=SC2086
       timeout "${COST_SECONDS:-280}" "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} \
-        --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
+        ${COST_BUILDS:+--builds $COST_BUILDS} ${COST_CHECK:+--check} --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
       echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
     fi
     exit 0;;
