@@ -108,15 +108,19 @@ _THRESHOLDS = {k: thresholds(v) for k, v in _MAPS.items()}
 #: top 15 bits), each holding at most one decision threshold of either map.
 TABLE_BUCKETS = 24 * 128
 TABLE_FIRST_BUCKET = 104 << 7  # float32 bits >> 16 of 2**-23: below it every value is zero
-#: Words of the quantization-table buffer: per map (signed, then unsigned) 1536 words of
-#: bucket entries (two 16-bit entries per word) and the 256 map values.
-MAP_WORDS = TABLE_BUCKETS // 2 + 256
+#: Words of the quantization-table buffer: per map (signed, then unsigned) one word per bucket
+#: and the 256 map values.
+MAP_WORDS = TABLE_BUCKETS + 256
 TABLE_WORDS = 2 * MAP_WORDS
+#: A bucket entry's threshold when its bucket holds none: above every value's low 16 bits.
+NO_THRESHOLD = 0x10000
 
 
-def _bucket_entries(signed: bool) -> npt.NDArray[np.uint16]:
-    """Per bucket: the code at its lower edge (low byte) and where its threshold sits (high
-    byte: the threshold's bits 15..8 rounded up, 1..255; 0 when the bucket has none)."""
+def _bucket_entries(signed: bool) -> npt.NDArray[np.uint32]:
+    """Per bucket: the code at its lower edge (bits 0..7) and its threshold (bits 8..24): the
+    smallest low 16 bits of a float32 in the bucket that takes the next code (the threshold's
+    bits 15..8 rounded up, times 256), or ``NO_THRESHOLD``. One word per bucket, so that the
+    shader's lookup is one read, one mask, one shift and one compare."""
     t = _THRESHOLDS[signed][:255]
     edges = ((np.arange(TABLE_BUCKETS + 1, dtype=np.uint32) + TABLE_FIRST_BUCKET) << np.uint32(16)).view(
         np.float32
@@ -126,15 +130,14 @@ def _bucket_entries(signed: bool) -> npt.NDArray[np.uint16]:
         np.searchsorted(t.astype(np.float64), edges[1:].astype(np.float64), side="left") - first <= 1
     )
     code = first.astype(np.int64)
-    pos = np.zeros(TABLE_BUCKETS, np.int64)
     inside = (first < 255) & (t[np.minimum(first, 254)] < edges[1:])
     low16 = t[np.minimum(first, 254)].view(np.uint32).astype(np.int64) & 0xFFFF
     ceil_pos = (low16 + 255) >> 8
     # a threshold at the bucket's start moves the whole bucket up; one in its last 1/256 moves
     # to the next bucket's start (the next bucket's code counts it already)
     code = np.where(inside & (ceil_pos == 0), code + 1, code)
-    pos = np.where(inside & (ceil_pos >= 1) & (ceil_pos <= 255), ceil_pos, 0)
-    return (code | (pos << 8)).astype(np.uint16)
+    threshold = np.where(inside & (ceil_pos >= 1) & (ceil_pos <= 255), ceil_pos << 8, NO_THRESHOLD)
+    return (code | (threshold << 8)).astype(np.uint32)
 
 
 _ENTRIES = {True: _bucket_entries(True), False: _bucket_entries(False)}
@@ -146,8 +149,8 @@ def quant_tables() -> npt.NDArray[np.uint32]:
     map values."""
     words = np.zeros(TABLE_WORDS, np.uint32)
     for offset, signed in ((0, True), (MAP_WORDS, False)):
-        words[offset : offset + TABLE_BUCKETS // 2] = _ENTRIES[signed].view(np.uint32)
-        words[offset + TABLE_BUCKETS // 2 : offset + MAP_WORDS] = _MAPS[signed].view(np.uint32)
+        words[offset : offset + TABLE_BUCKETS] = _ENTRIES[signed]
+        words[offset + TABLE_BUCKETS : offset + MAP_WORDS] = _MAPS[signed].view(np.uint32)
     return words
 
 
@@ -161,8 +164,7 @@ def _codes_of_normalized(x: npt.NDArray[Any], signed: bool) -> npt.NDArray[np.ui
     bits = a.view(np.uint32).astype(np.int64)
     bucket = np.clip((bits >> 16) - TABLE_FIRST_BUCKET, 0, TABLE_BUCKETS - 1)
     entry = _ENTRIES[signed][bucket].astype(np.int64)
-    pos = entry >> 8
-    code = (entry & 0xFF) + ((pos != 0) & (((bits >> 8) & 0xFF) >= pos))
+    code = (entry & 0xFF) + ((bits & 0xFFFF) >= (entry >> 8))
     if signed:
         code = np.where(x32 < 0, 254 - np.minimum(code, 254), code)
     out: npt.NDArray[np.uint8] = code.astype(np.uint8)

@@ -5,8 +5,8 @@ timed against the release build, interleaved step by step, at 2^24 and 2^28 elem
 
 Builds (each a copy of vk_adam/include with one part replaced; only ``release`` gives correct
 results, the others are for timing):
-  release        the harness as shipped (the map values in shared memory, the bucket entries
-                 read in place)
+  release        the harness as shipped (one word per bucket entry, read in place; the map
+                 values in shared memory)
   map-in-place   the map values read from the table buffer, through the L1 cache, as the
                  bucket entries are (the harness before format_costs.py measured the two)
   quant-arith    the quantizer without its bucket table: the decade by seven compares, the step
@@ -17,14 +17,8 @@ results, the others are for timing):
   bare           no-tables, and the rule's math replaced by one multiply-add per value: what the
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
                  cost on their own (a floor with the same bytes and the same loop)
-  entry32        one 32-bit bucket entry per word (the code, and the threshold compared with
-                 the value's low 16 bits in one compare): the same codes with fewer instructions
-                 per value (no half-word select, no byte extracts), a table twice the size
-  entry32-shared entry32 with the bucket entries copied into shared memory when a workgroup
-                 starts (24 KiB), as the map values are
-  absmax-fast    a whole vec4's largest |value| by three max (the release checks each value
-                 against the tensor's end): the same codes
-  entry32-absmax entry32 and absmax-fast
+  entry16        the quantizer before harness 8: two 16-bit bucket entries per word (a
+                 half-word select and byte extracts per value), the table of 14 KiB
   sr-half-hash   one hash of the rounding stream per two values (16 bits each): other random
                  bits, for timing only
   trivial-quant  a quantizer of three instructions (the code a linear map of the value): what
@@ -85,47 +79,23 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
     float lo = (floor(k) + 0.5) / decade, hi = (floor(k) + 1.5) / decade;
     return min(code + (a + a >= lo + hi ? 1u : 0u), 255u);
 }"""
-# One 32-bit entry per bucket: the code at the bucket's lower edge (bits 0..7) and the threshold
-# as a value's low 16 bits (bits 8..24: the release's position << 8, or 0x10000: none).
-CODE_OF_32 = """uint vk_adam_code_of(float a, uint map) {
+# Harness 7's quantizer: two 16-bit entries per word, the code (low byte) and the threshold's
+# position in the bucket (high byte, in 1/256ths; 0: none).
+CODE_OF_16 = """uint vk_adam_code_of(float a, uint map) {
     uint bits = floatBitsToUint(a);
-    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
-                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
-    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
-    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+    uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
+                      VK_ADAM_TABLE_BUCKETS - 1u);
+    uint entry = (vk_adam_tables[map + (bucket >> 1)] >> ((bucket & 1u) * 16u)) & 0xFFFFu;
+    uint position = entry >> 8;
+    return (entry & 0xFFu) + ((position != 0u && ((bits >> 8) & 0xFFu) >= position) ? 1u : 0u);
 }"""
-CODE_OF_32_SHARED = """shared uint vk_adam_entries[2u * VK_ADAM_TABLE_BUCKETS];
-uint vk_adam_code_of(float a, uint map) {
-    uint bits = floatBitsToUint(a);
-    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
-                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
-    uint first = (map == 0u ? 0u : VK_ADAM_TABLE_BUCKETS) - VK_ADAM_TABLE_FIRST_BUCKET;
-    uint entry = vk_adam_entries[first + bucket];
-    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
-}"""
-MAP_WORDS_16 = "#define VK_ADAM_MAP_WORDS 1792u"
 MAP_WORDS_32 = "#define VK_ADAM_MAP_WORDS 3328u"
-MAP_VALUES_16 = "VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)"
+MAP_WORDS_16 = "#define VK_ADAM_MAP_WORDS 1792u"
 MAP_VALUES_32 = "VK_ADAM_TABLE_BUCKETS + (w & 255u)"
-LOAD_ENTRIES = """    const uint entries = 2u * VK_ADAM_TABLE_BUCKETS;
-    for (uint w = gl_LocalInvocationIndex; w < entries; w += gl_WorkGroupSize.x) {
-        uint word = w < VK_ADAM_TABLE_BUCKETS ? w : VK_ADAM_MAP_WORDS + w - VK_ADAM_TABLE_BUCKETS;
-        vk_adam_entries[w] = vk_adam_tables[word];
-    }
-    barrier();
-}
-
-float vk_adam_dequantize("""
+MAP_VALUES_16 = "VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)"
 TRIVIAL_QUANT = """uint vk_adam_code_of(float a, uint map) {
     return min(uint(a * 255.0), 255u);
 }"""
-ABS_MAX = """    vec4 a = abs(s);
-    float m = 0.0;
-"""
-ABS_MAX_FAST = """    vec4 a = abs(s);
-    if (4u * i + 4u <= n) return floatBitsToUint(max(max(a.x, a.y), max(a.z, a.w)));
-    float m = 0.0;
-"""
 SR_HASH = """    for (uint l = 0u; l < 4u; l++) {
         r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
     }
@@ -144,44 +114,35 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "deq-arith": [(DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "bare": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, ""), (UPDATE_CALL, BARE_UPDATE)],
-    "entry32": [(CODE_OF, CODE_OF_32), (MAP_WORDS_16, MAP_WORDS_32), (MAP_VALUES_16, MAP_VALUES_32)],
-    "entry32-shared": [
-        (CODE_OF, CODE_OF_32_SHARED),
-        (MAP_WORDS_16, MAP_WORDS_32),
-        (MAP_VALUES_16, MAP_VALUES_32),
-        ("    barrier();\n}\n\nfloat vk_adam_dequantize(", LOAD_ENTRIES),
-    ],
-    "absmax-fast": [(ABS_MAX, ABS_MAX_FAST)],
-    "entry32-absmax": [
-        (CODE_OF, CODE_OF_32),
-        (MAP_WORDS_16, MAP_WORDS_32),
-        (MAP_VALUES_16, MAP_VALUES_32),
-        (ABS_MAX, ABS_MAX_FAST),
-    ],
+    "entry16": [(CODE_OF, CODE_OF_16), (MAP_WORDS_32, MAP_WORDS_16), (MAP_VALUES_32, MAP_VALUES_16)],
     "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
     "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
 }
 #: The builds whose codes are the release's (checked by --check).
-EXACT = ("release", "map-in-place", "entry32", "entry32-shared", "absmax-fast", "entry32-absmax")
+EXACT = ("release", "map-in-place", "entry16")
 
 
-def tables_32() -> Any:
-    """The table buffer of the entry32 builds: per map 3,072 one-word bucket entries, then the
-    256 map values."""
+def tables_16() -> Any:
+    """The table buffer of harness 7 (the entry16 build): per map 1,536 words of two 16-bit
+    bucket entries (the code; the threshold's position in 1/256ths of the bucket, 0: none), then
+    the 256 map values."""
     from vk_adam import _formats as fmt
 
-    words = np.zeros(2 * (fmt.TABLE_BUCKETS + 256), np.uint32)
-    for offset, signed in ((0, True), (fmt.TABLE_BUCKETS + 256, False)):
+    half = fmt.TABLE_BUCKETS // 2
+    words = np.zeros(2 * (half + 256), np.uint32)
+    for offset, signed in ((0, True), (half + 256, False)):
         e = fmt._ENTRIES[signed].astype(np.uint32)
-        pos = e >> 8
-        end = offset + fmt.TABLE_BUCKETS
-        words[offset:end] = (e & 0xFF) | (np.where(pos != 0, pos << 8, 0x10000) << 8)
-        words[end : end + 256] = fmt._MAPS[signed].view(np.uint32)
+        threshold = e >> 8
+        entry16 = ((e & 0xFF) | (np.where(threshold == fmt.NO_THRESHOLD, 0, threshold >> 8) << 8)).astype(
+            np.uint16
+        )
+        words[offset : offset + half] = entry16.view(np.uint32)
+        words[offset + half : offset + half + 256] = fmt._MAPS[signed].view(np.uint32)
     return words
 
 
 #: Builds whose table buffer differs from the release's.
-TABLES = {"entry32": tables_32, "entry32-shared": tables_32, "entry32-absmax": tables_32}
+TABLES = {"entry16": tables_16}
 
 #: (label, param dtype, stochastic rounding, state dtype) as the formats bench's rows.
 FORMATS = (

@@ -4,6 +4,9 @@ blockwise state. The GPU is compared with the format-exact float64 reference
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -428,6 +431,27 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
         g[17] = DTYPES[name].type(np.inf)
         assert opt.step([g]).skipped
         assert p.tobytes() == saved.tobytes()
+
+
+def test_the_harness_reads_the_table_layout_that_formats_writes():
+    """The shader's table constants are ``_formats``'s, and each bucket entry is a code and a
+    threshold the shader's one compare reads: a multiple of 256 below 2**16, or none."""
+    from vk_adam.shaderc import INCLUDE_DIR
+
+    source = (Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text()
+    defines = dict(re.findall(r"#define (VK_ADAM_(?:TABLE|MAP)_\w+) (.+)", source))
+    assert int(defines["VK_ADAM_TABLE_BUCKETS"].rstrip("u")) == fmt.TABLE_BUCKETS
+    assert int(defines["VK_ADAM_MAP_WORDS"].rstrip("u")) == fmt.MAP_WORDS
+    assert defines["VK_ADAM_TABLE_FIRST_BUCKET"] == f"({fmt.TABLE_FIRST_BUCKET >> 7}u << 7)"
+    words = fmt.quant_tables()
+    assert words.size == fmt.TABLE_WORDS == 2 * (fmt.TABLE_BUCKETS + 256)
+    for offset, signed in ((0, True), (fmt.MAP_WORDS, False)):
+        entries = words[offset : offset + fmt.TABLE_BUCKETS].astype(np.int64)
+        threshold = entries >> 8
+        assert np.all((threshold == fmt.NO_THRESHOLD) | ((threshold % 256 == 0) & (threshold < 2**16)))
+        assert np.all(np.diff(entries & 0xFF) >= 0)  # codes rise with the value
+        values = words[offset + fmt.TABLE_BUCKETS : offset + fmt.MAP_WORDS].view(np.float32)
+        assert values.tobytes() == fmt.dynamic_map(signed).astype(np.float32).tobytes()
 
 
 @pytest.mark.parametrize("signed", [True, False])

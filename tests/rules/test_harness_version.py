@@ -4,8 +4,9 @@ naming the fix, wherever a rule enters: registration, ``check_rule_object``, ``O
 The older shaders here are today's with the specialization constants a harness of that version
 did not have yet taken out of the SPIR-V (their ``SpecId`` decorations removed): what the
 registry reads of a shader is its interface, and every older harness lacks some of them (version
-7 added the step clock's 27..30, 6 ``VK_ADAM_PARAM_OUT``, 5 the workgroup size, 4 the vec4s per
-invocation, 3 the storage formats).
+8 added the version mark 31 with the quantization table of one word per bucket, 7 the step
+clock's 27..30, 6 ``VK_ADAM_PARAM_OUT``, 5 the workgroup size, 4 the vec4s per invocation, 3 the
+storage formats).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ MESSAGE = r"built against an older vk_adam_rule\.glsl; rebuild the plugin agains
 _OP_DECORATE, _SPEC_ID = 71, 1
 #: The constants each older harness lacks, by its version (what a build against it reflects).
 LACKS = {
+    7: (31,),
     6: range(27, 32),
     5: range(26, 32),
     4: range(25, 32),
     3: (23, *range(25, 32)),
-    2: range(16, 31),
+    2: range(16, 32),
 }
 
 

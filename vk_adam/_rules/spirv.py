@@ -39,13 +39,17 @@ class ShaderInterface:
 
 #: The version of ``vk_adam/include/vk_adam_rule.glsl`` (``VK_ADAM_HARNESS_VERSION``): the only
 #: one whose shaders vk-adam runs.
-HARNESS_VERSION = 7
+HARNESS_VERSION = 8
 #: Specialization-constant ids of the storage formats (16..21 formats, 22 the 8-bit loop's vec4s).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
-#: Every specialization-constant id the optimizer supplies beyond 0: the storage formats, the
-#: loop shape (23: vec4s per invocation; 24: the subgroup variant's subgroup size; 25: the
-#: workgroup size), 26: VK_ADAM_PARAM_OUT, and 27..30: the step clock of captured steps.
-HARNESS_SPEC_IDS = frozenset(range(16, 31))
+#: ``VK_ADAM_HARNESS``: declared by harness 8 and later, never supplied (its presence marks the
+#: harness whose quantization table has one word per bucket).
+HARNESS_MARK_SPEC_ID = 31
+#: Every specialization-constant id of the harness beyond 0: those the optimizer supplies (the
+#: storage formats, the loop shape (23: vec4s per invocation; 24: the subgroup variant's
+#: subgroup size; 25: the workgroup size), 26: VK_ADAM_PARAM_OUT, 27..30: the step clock of
+#: captured steps) and the version mark.
+HARNESS_SPEC_IDS = frozenset(range(16, HARNESS_MARK_SPEC_ID + 1))
 #: The subgroup size, declared by the subgroup variant only.
 SUBGROUP_SIZE_SPEC_ID = 24
 #: The status block's bytes: skip flag and gradient scale.

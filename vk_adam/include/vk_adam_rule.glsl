@@ -59,7 +59,11 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 7
+#define VK_ADAM_HARNESS_VERSION 8
+// The version as a specialization constant the host never supplies: its SpecId in the SPIR-V
+// tells the registry which harness a shader was built against (8: one word per bucket in the
+// quantization table; a shader of version 7 would read this table wrongly, so it is refused).
+layout(constant_id = 31) const uint VK_ADAM_HARNESS = 8u;
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -365,20 +369,22 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
 // The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
-// (quant_tables; 14 KiB, read in place through the L1 cache): per map (signed at word 0,
-// unsigned at VK_ADAM_MAP_WORDS) one 16-bit entry per bucket of |x| (a float's top 15 bits,
-// 2**-23 to 2): the code at the bucket's lower edge and where its one decision threshold sits
-// (0: none), then the 256 map values. A value's code is its nearest map value's (the threshold rounded
-// to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same rule).
-// The bucket entries are read in place (through the L1 cache): copying 12 KiB of them into
-// shared memory per workgroup cost more than it saved. The 2 x 256 map values, read once per
-// value loaded, are copied into shared memory when a workgroup starts (2 KiB, one barrier):
-// a dequantizing read then costs a shared-memory read instead of a scattered read of the
-// table buffer. The measurements: benchmarks/h200/format_costs.py.
+// (quant_tables; 26 KiB): per map (signed at word 0, unsigned at VK_ADAM_MAP_WORDS) one word
+// per bucket of |x| (a float's top 15 bits, 2**-23 to 2): the code at the bucket's lower edge
+// (bits 0..7) and its one decision threshold as a value's low 16 bits (bits 8..24; 0x10000:
+// none), then the 256 map values. A value's code is its nearest map value's (the threshold
+// rounded to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same
+// rule). One word per bucket makes the lookup one read, a mask, a shift and one compare (two
+// entries per word spent more instructions selecting and extracting). The entries are read in
+// place, through the L1 cache: copying them into shared memory per workgroup costs
+// more than it saves. The 2 x 256 map values, read once per value loaded, are copied into
+// shared memory when a workgroup starts (2 KiB, one barrier): a dequantizing read then costs
+// a shared-memory read instead of a scattered read of the table buffer. The measurements:
+// benchmarks/h200/format_costs.py.
 
 #define VK_ADAM_TABLE_BUCKETS 3072u
 #define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
-#define VK_ADAM_MAP_WORDS 1792u
+#define VK_ADAM_MAP_WORDS 3328u
 // Block maxima: two banks (see main()) x 4 state buffers x 8 blocks per tile x 8 partial
 // maxima. Invocation lid adds to partial lid % 8 of its block, so at most 4 lanes of a 32-wide
 // subgroup contend for one address (not 32); readers take the max of the 8 partials.
@@ -390,11 +396,10 @@ shared uint vk_adam_block_max[2][64 * VK_ADAM_STATE_SLOTS];
 // The code of a >= 0 in the map whose table starts at word `map`.
 uint vk_adam_code_of(float a, uint map) {
     uint bits = floatBitsToUint(a);
-    uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
-                      VK_ADAM_TABLE_BUCKETS - 1u);
-    uint entry = (vk_adam_tables[map + (bucket >> 1)] >> ((bucket & 1u) * 16u)) & 0xFFFFu;
-    uint position = entry >> 8;
-    return (entry & 0xFFu) + ((position != 0u && ((bits >> 8) & 0xFFu) >= position) ? 1u : 0u);
+    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
+                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
+    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
+    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
 }
 
 uint vk_adam_quantize(float x, bool signed_map) {
@@ -413,7 +418,7 @@ shared float vk_adam_map_values[512];
 void vk_adam_load_map_values() {
     for (uint w = gl_LocalInvocationIndex; w < 512u; w += gl_WorkGroupSize.x) {
         vk_adam_map_values[w] = uintBitsToFloat(
-            vk_adam_tables[(w < 256u ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)]);
+            vk_adam_tables[(w < 256u ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS + (w & 255u)]);
     }
     barrier();
 }
