@@ -23,6 +23,15 @@ results, the others are for timing):
                  bits, for timing only
   trivial-quant  a quantizer of three instructions (the code a linear map of the value): what
                  any quantizer costs at least; wrong codes, for timing only
+  trivial-deq    a dequantizer without the map: the code times 1/255 (no shared-memory read);
+                 wrong values, for timing only
+  no-hash        the rounding stream without its hash (the element's counter as the bits):
+                 what the hash costs; biased rounding, for timing only
+  no-absmax      every block's absmax 1 (no subgroup or shared-memory reduction, no per-value
+                 largest |value|): what finding the block maxima costs; for timing only
+Knob builds: the release under one of the loop-shape settings (bit-identical; variants.py):
+  vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 (VK_ADAM_INT8_WORKGROUPS), wgsize128 /
+  wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -96,6 +106,17 @@ MAP_VALUES_16 = "VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)"
 TRIVIAL_QUANT = """uint vk_adam_code_of(float a, uint map) {
     return min(uint(a * 255.0), 255u);
 }"""
+TRIVIAL_DEQ = """float vk_adam_dequantize(uint c, bool signed_map) {
+    return float(c) * (1.0 / 255.0);
+}"""
+NO_HASH = """        r[l] = key + first + l;
+"""
+ABSMAX = """        const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
+        const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
+"""
+NO_ABSMAX = """        const vec4 amax0 = vec4(1.0);
+        const vec4 amax1 = vec4(1.0);
+"""
 SR_HASH = """    for (uint l = 0u; l < 4u; l++) {
         r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
     }
@@ -117,9 +138,22 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "entry16": [(CODE_OF, CODE_OF_16), (MAP_WORDS_32, MAP_WORDS_16), (MAP_VALUES_32, MAP_VALUES_16)],
     "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
     "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
+    "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
+    "no-hash": [("        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);\n", NO_HASH)],
+    "no-absmax": [(ABSMAX, NO_ABSMAX)],
+}
+#: Builds that are the release under loop-shape settings (environment variables read when an
+#: optimizer is made; bit-identical results).
+KNOBS: dict[str, dict[str, str]] = {
+    "vec4s2": {"VK_ADAM_INT8_VEC4S": "2"},
+    "wg1024": {"VK_ADAM_INT8_WORKGROUPS": "1024"},
+    "wg4096": {"VK_ADAM_INT8_WORKGROUPS": "4096"},
+    "wg8192": {"VK_ADAM_INT8_WORKGROUPS": "8192"},
+    "wgsize128": {"VK_ADAM_WORKGROUP_SIZE": "128"},
+    "wgsize512": {"VK_ADAM_WORKGROUP_SIZE": "512"},
 }
 #: The builds whose codes are the release's (checked by --check).
-EXACT = ("release", "map-in-place", "entry16")
+EXACT = ("release", "map-in-place", "entry16", *KNOBS)
 
 
 def tables_16() -> Any:
@@ -171,7 +205,7 @@ def build_rules(work: Path, names: list[str]) -> dict[str, Any]:
     from vk_adam.shaderc import INCLUDE_DIR, compile_shaders
 
     rules = {}
-    for name in dict.fromkeys(names):
+    for name in dict.fromkeys(n for n in names if n not in KNOBS):
         patches = BUILDS[name]
         src = work / name / "glsl"
         src.mkdir(parents=True)
@@ -186,6 +220,7 @@ def build_rules(work: Path, names: list[str]) -> dict[str, Any]:
             k: replace(v, spirv=work / name / "spirv" / f"{v.spirv}.spv") for k, v in ADAMW.variants.items()
         }
         rules[name] = replace(ADAMW, name=f"adamw-{name}", variants=variants)
+    rules.update({name: rules["release"] for name in names if name in KNOBS})
     return rules
 
 
@@ -205,6 +240,9 @@ def make(
     release_tables = fmt.quant_tables
     if build in TABLES:
         fmt.quant_tables = TABLES[build]  # read once, when the optimizer is made
+    knobs = KNOBS.get(build, {})
+    saved = {k: os.environ.get(k) for k in knobs}
+    os.environ.update(knobs)  # read when the optimizer is made
     try:
         if param_dtype == "float32":
             t = rt.buffer(p)
@@ -221,6 +259,11 @@ def make(
         return opt, None
     finally:
         fmt.quant_tables = release_tables
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def inputs_of(n: int) -> tuple[Any, Any]:
@@ -277,7 +320,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--sizes", type=int, nargs="+", default=[24, 28])
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--builds", nargs="+", default=list(BUILDS))
+    ap.add_argument("--builds", nargs="+", default=list(BUILDS), choices=[*BUILDS, *KNOBS])
     ap.add_argument("--check", action="store_true", help="first compare the EXACT builds' bits")
     args = ap.parse_args()
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
