@@ -2,7 +2,7 @@
 
     python benchmarks/h200/bound_knobs.py [--sizes 24,26] [--repeats 10] [--out DIR]
 
-A lone float32 NumPy param's import is bound to the update shader (``_optim/host/traffic``): the
+A lone float32 NumPy param's import is bound to the update shader (``_optim/host/to_device``): the
 shader itself reads the param and the gradient from host memory and writes the param back. Its
 loads are issued by the shader's threads, so how many are in flight depends on the loop shape:
 ``VK_ADAM_VEC4S`` (vec4s per thread per iteration), ``VK_ADAM_WORKGROUP_SIZE`` and

@@ -157,21 +157,20 @@ EXACT = ("release", "map-in-place", "entry16", *KNOBS)
 
 
 def tables_16() -> Any:
-    """The table buffer of harness 7 (the entry16 build): per map 1,536 words of two 16-bit
-    bucket entries (the code; the threshold's position in 1/256ths of the bucket, 0: none), then
-    the 256 map values."""
+    """The table buffer of harness 7 (the entry16 build), from the release's: per map 1,536 words
+    of two 16-bit bucket entries (the code; the threshold's position in 1/256ths of the bucket,
+    0: none), then the 256 map values."""
     from vk_adam import _formats as fmt
 
+    release = fmt.quant_tables()
     half = fmt.TABLE_BUCKETS // 2
     words = np.zeros(2 * (half + 256), np.uint32)
-    for offset, signed in ((0, True), (half + 256, False)):
-        e = fmt._ENTRIES[signed].astype(np.uint32)
+    for old, new in ((0, 0), (half + 256, fmt.MAP_WORDS)):
+        e = release[new : new + fmt.TABLE_BUCKETS]
         threshold = e >> 8
-        entry16 = ((e & 0xFF) | (np.where(threshold == fmt.NO_THRESHOLD, 0, threshold >> 8) << 8)).astype(
-            np.uint16
-        )
-        words[offset : offset + half] = entry16.view(np.uint32)
-        words[offset + half : offset + half + 256] = fmt._MAPS[signed].view(np.uint32)
+        position = np.where(threshold == fmt.NO_THRESHOLD, 0, threshold >> 8)
+        words[old : old + half] = ((e & 0xFF) | (position << 8)).astype(np.uint16).view(np.uint32)
+        words[old + half : old + half + 256] = release[new + fmt.TABLE_BUCKETS : new + fmt.MAP_WORDS]
     return words
 
 

@@ -68,7 +68,7 @@ def parts(n: int, repeats: int) -> dict[str, float]:
     (median ms): the threaded gather, the upload, both chunked, the download, the threaded
     scatter, and both chunked."""
     from vk_adam._optim.host import staging as sp
-    from vk_adam._optim.host.slots import copy_into
+    from vk_adam._optim.host.copy_threads import copy_into
     from vk_adam._optim.layout import ParamSlot
     from vk_adam._runtime import host_view
 

@@ -313,12 +313,12 @@ def test_a_shard_through_chunked_staging_is_one_process_bit_for_bit(rng, one_ran
     chunks here; every array through staging): the params are one process's with whole buffers."""
     import vk_adam.distributed as vkd
     from vk_adam._optim.host import imports as host_imports
-    from vk_adam._optim.host import traffic as host_traffic
+    from vk_adam._optim.host import to_device
     from vk_adam._optim.host.staging import STAGING_CHUNK_ENV
 
     chunked = []
-    upload = host_traffic.upload_in_chunks
-    monkeypatch.setattr(host_traffic, "upload_in_chunks", lambda *a: chunked.append(1) or upload(*a))
+    upload = to_device.upload_in_chunks
+    monkeypatch.setattr(to_device, "upload_in_chunks", lambda *a: chunked.append(1) or upload(*a))
     monkeypatch.setenv(host_imports.HOST_IMPORT_ENV, "0")
     shapes = [(300, 257), (40_001,)]
     params = [rng.standard_normal(s).astype(np.float32) for s in shapes]

@@ -46,7 +46,7 @@ def _run(monkeypatch, limit, seed, steps=3, dtype=np.float32, wait=True, shapes=
             handle = opt.step([random_grad(rng, p.shape).astype(dtype) for p in params], wait=wait)
             if handle is not None:
                 handle.wait()
-        imports = len(opt._dev.traffic.imports)
+        imports = len(opt._dev.to_device.imports)
         state = opt.state_dict()
     if wait and os.environ.get("VK_ADAM_HOST_IMPORT") == "1" and dtype == np.float32:
         assert imports > 0  # the params went through host imports

@@ -77,7 +77,7 @@ def test_a_single_param_group_takes_the_copy_path_not_the_bound_import(rng):
             default.step([g])
             held.step([g])
         assert np.array_equal(p, q)
-        assert not held._dev.traffic.used_direct
+        assert not held._dev.to_device.used_direct
         # the flat device buffer is current without a refresh: it is where the param lives
         flat = held.param_buffer()
         assert flat is held._groups[0].sets[0].param
@@ -136,7 +136,7 @@ def test_reused_gradients_are_read_where_they_lie_and_never_zeroed(monkeypatch, 
                 opt.step([g])
                 assert np.array_equal(g, before)  # the application's gradient is not zeroed
             bset = opt._groups[0].sets[0]
-            if host_import == "1" and opt._dev.traffic.imports.enabled:
+            if host_import == "1" and opt._dev.to_device.imports.enabled:
                 assert bset.bound_param is not bset.param  # the param's import is bound
                 grad_bound = bset.bound_grad is not bset.grad
                 assert grad_bound == (not skip_nonfinite)  # a pre-pass needs the gradient on the device

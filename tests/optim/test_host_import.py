@@ -36,7 +36,7 @@ SHAPES = [(160, 130), (7,), (129, 257), (20_000,), (3, 5)]
 
 
 def _imports(opt: vk_adam.Optimizer) -> int:
-    return len(opt._dev.traffic.imports)
+    return len(opt._dev.to_device.imports)
 
 
 def _run(params, grad_steps, monkeypatch=None, imports=True, **opts):

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vk_adam._optim.groups import prepare_grads
-from vk_adam._optim.host.slots import gather, scatter
+from vk_adam._optim.host.to_device import gather
+from vk_adam._optim.host.to_host import scatter
 from vk_adam._optim.layout import ALIGN_ELEMENTS, ParamSlot, align, plan_flat
 from vk_adam._optim.params import normalize_groups
 

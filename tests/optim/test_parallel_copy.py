@@ -1,6 +1,7 @@
 """Large host copies (gradients into staging memory, params back into the arrays) are split over
-threads (``host.slots.copy_into``): the result must be exactly the one assignment gives, for every
-size, dtype conversion and thread count."""
+threads (``host.copy_threads.copy_into``, which ``to_device``'s gather and ``to_host``'s scatter
+hand a large array to): the result must be exactly the one assignment gives, for every size,
+dtype conversion and thread count."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from vk_adam._optim.host.copy_threads import COPY_THREADS_ENV, PARALLEL_COPY_BYTES, copy_threads
-from vk_adam._optim.host.slots import copy_into
+from vk_adam._optim.host.copy_threads import COPY_THREADS_ENV, PARALLEL_COPY_BYTES, copy_into, copy_threads
+from vk_adam._optim.host.to_device import gather
+from vk_adam._optim.host.to_host import scatter
+from vk_adam._optim.layout import ParamSlot
 
 
 @pytest.mark.parametrize("threads", ["1", "3", "16"])
@@ -26,6 +29,31 @@ def test_a_threaded_copy_equals_assignment(monkeypatch, rng, threads, src_dtype,
     got = np.full(n, np.nan, dst_dtype)
     copy_into(got, src)
     assert np.array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_gather_and_scatter_copy_small_and_large_slots_exactly(monkeypatch, rng, threads):
+    """A slot below the threshold is copied in place, one past it over the threads: both land
+    exactly at their offsets, in the buffer's dtype, and come back unchanged."""
+    monkeypatch.setenv(COPY_THREADS_ENV, threads)
+    sizes = [1000, PARALLEL_COPY_BYTES // 2 + 777]  # bfloat16: 2 bytes, so the second is past it
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    slots = [
+        ParamSlot(0, 0, sizes[0], (sizes[0],), arrays[0]),
+        ParamSlot(0, 1024, sizes[1], (sizes[1],), arrays[1]),
+    ]
+    flat = np.zeros(1024 + sizes[1], ml_dtypes.bfloat16)
+    gather(slots, arrays, flat)
+    for slot, array in zip(slots, arrays, strict=True):
+        expected = array.astype(ml_dtypes.bfloat16)
+        assert np.array_equal(
+            flat[slot.offset : slot.offset + slot.size].view(np.uint16), expected.view(np.uint16)
+        )
+    for array in arrays:
+        array[...] = 0
+    scatter(slots, flat)
+    for slot, array in zip(slots, arrays, strict=True):
+        assert np.array_equal(array, flat[slot.offset : slot.offset + slot.size].astype(np.float32))
 
 
 def test_copy_threads_come_from_the_environment_or_the_cores(monkeypatch):

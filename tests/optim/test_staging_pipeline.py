@@ -16,7 +16,7 @@ kp = pytest.importorskip("kp")
 import vk_adam  # noqa: E402
 from vk_adam._optim.host import imports as host_imports  # noqa: E402
 from vk_adam._optim.host import staging as host_staging  # noqa: E402
-from vk_adam._optim.host import traffic as host_traffic  # noqa: E402
+from vk_adam._optim.host import to_device, to_host  # noqa: E402
 from vk_adam._optim.host.staging import (  # noqa: E402
     MAX_CHUNKS,
     STAGING_CHUNK_ENV,
@@ -36,7 +36,7 @@ SHAPES = [(300, 257), (7,), (40_001,), (3, 5), (61_111,)]
 def counted(monkeypatch):
     """How many buffers were uploaded and downloaded in chunks."""
     calls = {"up": 0, "down": 0}
-    up, down = host_traffic.upload_in_chunks, host_traffic.download_in_chunks
+    up, down = to_device.upload_in_chunks, to_host.download_in_chunks
 
     def upload(*args, **kwargs):
         calls["up"] += 1
@@ -46,8 +46,8 @@ def counted(monkeypatch):
         calls["down"] += 1
         return down(*args, **kwargs)
 
-    monkeypatch.setattr(host_traffic, "upload_in_chunks", upload)
-    monkeypatch.setattr(host_traffic, "download_in_chunks", download)
+    monkeypatch.setattr(to_device, "upload_in_chunks", upload)
+    monkeypatch.setattr(to_host, "download_in_chunks", download)
     return calls
 
 

@@ -16,7 +16,15 @@ import pytest
 
 import vk_adam
 from vk_adam._optim import variants
-from vk_adam._optim.variants import LoopShape, loop_shape, subgroup_size, subgroup_spirv, subgroup_unsupported
+from vk_adam._optim.storage import group_format
+from vk_adam._optim.variants import (
+    LoopShape,
+    loop_shape,
+    subgroup_size,
+    subgroup_spirv,
+    subgroup_unsupported,
+    update_launch,
+)
 from vk_adam._rules.registry import default_registry
 from vk_adam._rules.rule import ShaderVariant
 from vk_adam._rules.spirv import SPIRV_DIR
@@ -83,8 +91,23 @@ def test_the_environment_forces_either_variant(monkeypatch):
         subgroup_size(fake_device(32))
 
 
+def test_the_8_bit_workgroup_cap_follows_the_step_size_unless_set():
+    """Unset, the cap is a quarter of one pass's workgroups within 2048..8192; the knob's value
+    wins whatever the size."""
+    shape = LoopShape(1, 1, 32)
+    assert shape.int8_cap(1000, 256) == variants.INT8_WORKGROUPS_MIN
+    assert shape.int8_cap(2**21, 256) == 2048  # 2**24 elements, subgroup variant: four passes
+    assert shape.int8_cap(2**22, 256) == 4096
+    assert shape.int8_cap(2**25, 256) == variants.INT8_WORKGROUPS_MAX  # 2**28 elements
+    assert LoopShape(1, 1, 32, 96).int8_cap(2**25, 256) == 96
+    state = default_registry().get("adam").variants["adam"].state
+    for state_dtype, cap in (("int8-blockwise", variants.INT8_WORKGROUPS_MAX), ("float32", None)):
+        form = group_format(state, "float32", state_dtype, False, 2**28)
+        assert update_launch(shape, "adam", form, 2**28, lambda spirv: True).max_groups == cap
+
+
 def test_knob_defaults_and_refusals(monkeypatch):
-    assert loop_shape(fake_device(32)) == LoopShape(1, 1, 32, variants.DEFAULT_INT8_WORKGROUPS)
+    assert loop_shape(fake_device(32)) == LoopShape(1, 1, 32, None)  # the 8-bit cap: by size
     assert loop_shape(fake_device(8, name="llvmpipe (LLVM 15.0.6, 256 bits)")).int8_vec4s == 1
     monkeypatch.setenv(variants.VEC4S_ENV, "4")
     monkeypatch.setenv(variants.INT8_VEC4S_ENV, "2")

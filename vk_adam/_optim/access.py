@@ -19,7 +19,7 @@ import numpy as np
 from .._runtime import Runtime, host_view
 from .clipping import check_max_norm
 from .device import DeviceGroups, Group
-from .host.traffic import HostTraffic
+from .host.to_device import HostToDevice
 from .stepping import Stepper
 from .storage import Storage
 
@@ -92,18 +92,20 @@ class WrapperAccess:
         return self._rt
 
     @property
-    def host_traffic(self) -> HostTraffic:
+    def host_traffic(self) -> HostToDevice:
         """How NumPy groups' params and gradients reach the device and come back
-        (``host.traffic.HostTraffic``: host imports, the bound imports, the staged copies), for
-        benchmarks of those paths; ``host_traffic.imports.enabled`` tells whether this optimizer
-        imports NumPy arrays (``VK_ADAM_HOST_IMPORT`` and the device, when it was made)."""
-        return self._dev.traffic
+        (``host.to_device.HostToDevice``: host imports, the bound imports, the staged copies and
+        the copy ops back), for benchmarks of those paths; ``host_traffic.imports.enabled`` tells
+        whether this optimizer imports NumPy arrays (``VK_ADAM_HOST_IMPORT`` and the device, when
+        it was made)."""
+        return self._dev.to_device
 
     def step_ops(self) -> tuple[list[Any], int, int]:
         """The ops of the next step over the gradients already on the device (no upload), built
         as ``step()`` builds them, and the span of its update dispatches (first op, one past the
         last): for benchmarks that run a step's own ops without the optimizer's Python."""
-        return self._dev.step_ops([], self._dev.pushes())
+        ops, first, last = self._dev.step_ops([], self._dev.pushes())
+        return self._rt.build_ops(ops), first, last  # made once, as kp ops: run as they are
 
 
 class DeviceBuffers:
@@ -152,16 +154,16 @@ class DeviceBuffers:
         groups = self._dev.groups
         if groups[group].host_mode:
             self._drain()
-            self._dev.traffic.keep_flat_params(groups)
+            self._dev.to_device.keep_flat_params(groups)
         return groups[group].sets[index].param
 
     def reload_params(self) -> None:
         self._drain()  # steps in flight copy into the arrays when they finish: let them
-        self._dev.traffic.reload = True
+        self._dev.to_device.reload = True
 
     def grad_buffer(self, group: int, index: int) -> Any:
         buffer = self._dev.groups[group].sets[index].grad
-        self._steps.grad_buffer_taken = True
+        self._steps.checks.grad_buffer_taken = True
         return buffer
 
     def state_buffer(self, name: str, group: int, index: int) -> Any:

@@ -6,7 +6,7 @@ Split from ``device`` (the ops of a step) so that each reads in one sitting.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -95,8 +95,8 @@ def bind_pipelines(
 ) -> None:
     """Make the pipelines bound to this grad buffer current (kp binds buffers at creation):
     one update pipeline (and pre-pass) per chunk of the set (``windows``); ``param``: another
-    param tensor of ``n`` elements than the set's own (``host.traffic``; sets of one chunk).
-    ``host``: ``param`` and ``grad`` may be host arrays' imports (``host.traffic``): the update
+    param tensor of ``n`` elements than the set's own (``host.to_device``; sets of one chunk).
+    ``host``: ``param`` and ``grad`` may be host arrays' imports (``host.to_device``): the update
     never zeroes such a gradient (it is the application's array, not a gradient buffer), and
     with the device holding the params (``device_params``) it reads the set's own param buffer
     at the master binding and writes both (``VK_ADAM_PARAM_OUT``).
@@ -117,7 +117,7 @@ def bind_pipelines(
     cached = bset.pipelines.get(key)
     if cached is None:
         if len(bset.pipelines) >= MAX_PIPELINES_PER_SET:
-            check_room(bset, grad)
+            check_room([(bset, grad)])
             _evict(dev, bset)
         spans = bset.chunks if n == bset.n else [Chunk(0, n)]
         updates, checks, check_ops = [], [], []
@@ -212,19 +212,21 @@ def _update_pipeline(
     )
 
 
-def check_room(bset: BufferSet, grad: Any) -> None:
-    """Refuse a new gradient buffer when every cached pipeline is pinned by record_step."""
-    if (
-        id(grad) not in bset.pipelines
-        and len(bset.pipelines) >= MAX_PIPELINES_PER_SET
-        and all(k in bset.recorded for k in bset.pipelines)
-    ):
-        raise ValueError(
-            f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
-            "gradient buffers through record_step; their pipelines must outlive the "
-            "sequences you recorded, so no more can be bound. Reuse a few gradient "
-            "buffers (for example opt.grad_buffer()), or create a new optimizer"
-        )
+def check_room(grads: Sequence[tuple[BufferSet, Any]]) -> None:
+    """Refuse a new gradient buffer of a buffer set (each of ``grads``: a set and the gradient
+    buffer it is to be stepped with) when every pipeline the set cached is pinned by record_step."""
+    for bset, grad in grads:
+        if (
+            id(grad) not in bset.pipelines
+            and len(bset.pipelines) >= MAX_PIPELINES_PER_SET
+            and all(k in bset.recorded for k in bset.pipelines)
+        ):
+            raise ValueError(
+                f"a param buffer was stepped with more than {MAX_PIPELINES_PER_SET} distinct "
+                "gradient buffers through record_step; their pipelines must outlive the "
+                "sequences you recorded, so no more can be bound. Reuse a few gradient "
+                "buffers (for example opt.grad_buffer()), or create a new optimizer"
+            )
 
 
 def _evict(dev: DeviceGroups, bset: BufferSet) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._rules import load_spirv
-from .._runtime import Runtime
+from .._runtime import Dispatch, Runtime
 
 #: Partial sums per buffer set: the most workgroups pass 1 runs (262,144 threads: enough to
 #: keep a large GPU's memory busy while reading the gradients).
@@ -93,7 +93,8 @@ class GradClipper:
         return algo, self.rt.dispatch_op(algo, push)
 
     def finish_ops(self, max_norm: float) -> list[Any]:
-        """Pass 2, after every pass-1 dispatch; the caller orders the updates after it."""
+        """Pass 2, after every pass-1 dispatch; the caller orders the updates after it. Its push
+        constants are this step's bound: a :class:`Dispatch` the runtime makes when it records."""
         push = np.array([self.count, 0], np.uint32).view(np.float32)
         push[1] = max_norm
-        return [self._partials_barrier, self.rt.dispatch_op(self._scale, push)]
+        return [self._partials_barrier, Dispatch(self._scale, push)]

@@ -21,14 +21,14 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import ShaderVariant, UpdateRule
-from .._runtime import Runtime, copy_regions_op, host_view
+from .._runtime import Dispatch, Runtime, Upload, copy_regions_op, host_view
 from .binding import MAX_PIPELINES_PER_SET, bind_pipelines, check_room
 from .buffers import BufferSet, Group, GroupBuilder
 from .clipping import GradClipper, initial_status
 from .clock import Clock
 from .host.imports import HostImports
-from .host.slots import scatter
-from .host.traffic import HostTraffic
+from .host.to_device import HostToDevice
+from .host.to_host import DeviceToHost
 from .storage import Storage, rng_base_key, rng_key
 from .variants import LoopShape, loop_shape
 
@@ -129,20 +129,22 @@ class DeviceGroups:
             self._clear_skip = [copy_regions_op(zero, self.status, [(0, 0, 4)]), self._status_barrier]
         if self._clip:
             self.clipper = GradClipper(rt, self.status, slots, skip_nonfinite)
-        #: device_params: the set's own param buffers hold the params (``HostTraffic.held``).
+        #: device_params: the set's own param buffers hold the params (``HostToDevice.held``).
         self.holds_params = False
         for group in self.groups:
             for bset in group.sets:
                 self.bind(group, bset, bset.grad)
-        #: How NumPy groups' arrays reach the device and come back (imports or staging memory).
+        #: How NumPy groups' arrays reach the device (imports or staging memory) and the ops that
+        #: bring them back, and what the host copies into the arrays after a step's wait.
         has_host = any(g.host_mode for g in self.groups)
         imports = HostImports(rt.manager, rt.facts.info.host_import_alignment, has_host)
-        self.traffic = HostTraffic(rt, imports)
+        self.to_host = DeviceToHost(rt)
+        self.to_device = HostToDevice(rt, imports, self.to_host)
         # The update may read a NumPy gradient's import itself only with no pass over the
         # gradients before it. Every NumPy group's shader can write an imported param: the rule
         # checks accept only shaders of this harness, which declares VK_ADAM_PARAM_OUT.
-        self.traffic.grads_bindable = self.clipper is None and not skip_nonfinite
-        self.traffic.param_out_groups = {gi for gi, g in enumerate(self.groups) if g.host_mode}
+        self.to_device.grads_bindable = self.clipper is None and not skip_nonfinite
+        self.to_device.param_out_groups = {gi for gi, g in enumerate(self.groups) if g.host_mode}
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         rt.run([rt.upload_op(rt.buffers)])
 
@@ -166,7 +168,7 @@ class DeviceGroups:
     def hold_params(self) -> None:
         """``device_params``: the set's own param buffers hold the params from now on."""
         self.holds_params = True
-        self.traffic.hold_params()
+        self.to_device.hold_params()
 
     def forget_barriers(self) -> None:
         """The buffers a step touches changed (a new gradient buffer bound): rebuild the barriers."""
@@ -199,20 +201,40 @@ class DeviceGroups:
 
     # -- one step --------------------------------------------------------------------------
 
+    def ops(
+        self, prepared: list[list[Any]] | None, *, recording: bool = False, status: bool = False
+    ) -> tuple[list[Any], int, int]:
+        """The ops of one step over the checked gradients ``prepared`` (and the indices of its
+        first and last update op, as :meth:`step_ops`): this step's push constants, its inputs
+        staged (uploads, copies, or bound device grads). ``status``: a synchronous step (the host
+        sets the status; NumPy arrays may be copied in place); ``recording``: ``record_step``'s
+        (no upload: the application's sequence runs it later).
+
+        The caller makes sure no submitted work still reads the staging memory written here."""
+        pushes = self.pushes()
+        upload = self.stage_inputs(prepared, recording=recording, direct=status)
+        if status:
+            upload += self.stage_status()
+        return self.step_ops([] if recording else upload, pushes)
+
     def stage_inputs(
         self, prepared: list[list[Any]] | None, *, recording: bool = False, direct: bool = False
     ) -> list[Any]:
-        """Stage host params/grads (``traffic``), rebind device grads; return buffers to upload.
+        """Stage host params/grads (``to_device``), rebind device grads; return buffers to upload.
         ``direct``: a synchronous step, whose large NumPy arrays the GPU may copy where they lie.
 
         The caller makes sure no submitted work still reads the staging memory written here."""
         if prepared is not None:  # a refusal must come before any staging memory is written
-            for gi, group in enumerate(self.groups):
-                if not group.host_mode:
-                    for bset, g in zip(group.sets, prepared[gi], strict=True):
-                        if not isinstance(g, np.ndarray):
-                            check_room(bset, g)
-        upload = self.traffic.stage(self.groups, prepared, direct)
+            device_grads = [
+                (bset, g)
+                for gi, group in enumerate(self.groups)
+                if not group.host_mode
+                for bset, g in zip(group.sets, prepared[gi], strict=True)
+                if not isinstance(g, np.ndarray)
+            ]
+            if device_grads:
+                check_room(device_grads)
+        upload = self.to_device.stage(self.groups, prepared, direct)
         for gi, group in enumerate(self.groups):
             if group.host_mode:
                 self._bind_host_param(gi, group)
@@ -231,10 +253,10 @@ class DeviceGroups:
 
     def _bind_host_param(self, gi: int, group: Group) -> None:
         """Bind the param tensor each buffer set's update of a NumPy group uses this step
-        (``traffic.bound``) and set its element count in the push constants (made by
+        (``to_device.bound``) and set its element count in the push constants (made by
         ``pushes``, before this)."""
         for k, bset in enumerate(group.sets):
-            param, n, grad = self.traffic.bound.get((gi, k), (bset.param, bset.n, bset.grad))
+            param, n, grad = self.to_device.bound.get((gi, k), (bset.param, bset.n, bset.grad))
             if param is not bset.bound_param or grad is not bset.bound_grad:
                 self.bind(group, bset, grad, param=param, n=n, host=True)
             if bset.pushes and len(bset.chunks) == 1:
@@ -278,8 +300,8 @@ class DeviceGroups:
         before, after = self._barriers()
         ops = [before]
         if upload:
-            ops.append(self.rt.upload_op(upload))
-        ops += self.traffic.copy_in
+            ops.append(Upload(upload))
+        ops += self.to_device.copy_in
         first = len(ops) if self.clipper is not None else -1
         if self.clipper is not None or self.skip_nonfinite:
             ops += self._clear_skip
@@ -294,16 +316,18 @@ class DeviceGroups:
             ops.append(self._status_barrier)
         first = first if first >= 0 else len(ops)
         # With no upload in the step, the barrier before it already orders every dispatch after
-        # earlier writes to its buffers (an upload needs kp's own barrier per dispatch).
-        ordered = not upload and not self.traffic.copy_in
+        # earlier writes to its buffers (an upload needs kp's own barrier per dispatch). The
+        # runtime makes each kp dispatch op when it records the step (push constants are copied
+        # into an op when it is made, so these are made anew each step).
+        ordered = not upload and not self.to_device.copy_in
         ops += [
-            self.rt.dispatch_op(algo, push, ordered=ordered)
+            Dispatch(algo, push, ordered)
             for b, set_pushes in zip(self._sets, pushes, strict=True)
             for algo, push in zip(b.update_algos, set_pushes, strict=True)
         ]
         last = len(ops)
         ops.append(after)
-        ops += self.traffic.copy_out
+        ops += self.to_device.copy_out
         return ops, first, last
 
     def _push(self, group: Group, bset: BufferSet, values: Sequence[float], step: int | None) -> list[Array]:
@@ -327,14 +351,6 @@ class DeviceGroups:
             if bset.push_rng:  # the rng key: a chunk's stream is its set's from its first element on
                 push.view(np.uint32)[-1] = fmt.offset_key(key, chunk.start)
         return bset.pushes
-
-    @staticmethod
-    def copy_back(group: Group) -> None:
-        """Copy a NumPy group's updated params from staging into the user's arrays (an
-        asynchronous step's, once it finished)."""
-        if group.host_mode:
-            for k, staging in enumerate(group.param_staging):
-                scatter([part for _, part in group.parts(k)], staging)
 
     def zero_grads(self) -> None:
         """Zero every bound gradient buffer that has host memory (the caller drains first)."""

@@ -1,20 +1,31 @@
 """Checking what the user passes, before anything is built or written: param groups,
-gradients, hyperparameters (also when changed between steps) and options. Pure NumPy, no
-Vulkan device. Every check raises TypeError (wrong kind of value) or ValueError (right kind,
-wrong value) with a message that names the argument. The checks of single values (numbers,
-flags, step counts) are in ``values``, those of the ``params`` argument in ``params``."""
+gradients, hyperparameters (also when changed between steps) and options; and every check of a
+step, in one order (:class:`StepChecks`). Pure NumPy, no Vulkan device (a kp tensor is asked
+through ``_runtime``'s functions). Every check raises TypeError (wrong kind of value) or
+ValueError (right kind, wrong value) with a message that names the argument; a param the
+application uploaded over an update warns (``LostUpdateWarning``). The checks of single values
+(numbers, flags, step counts) are in ``values``, those of the ``params`` argument in ``params``."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from .. import _formats as fmt
+from .._errors import LostUpdateWarning, warn_at_caller
 from .._inputs import convert_float_or_refuse
 from .._rules import ShaderVariant, UpdateRule
-from .._runtime import as_manager, device_of, element_count, is_kp_tensor, refuse_unwritten
+from .._runtime import (
+    as_manager,
+    device_of,
+    element_count,
+    is_kp_tensor,
+    refuse_unwritten,
+    uploads_and_sizes,
+)
 from .._values import check_flag, is_index, is_kp_object, is_real, show
 from .layout import ParamSlot
 from .params import normalize_groups
@@ -152,7 +163,8 @@ def refuse_foreign(
         return
     for gi, grads in enumerate(prepared):
         for pi, g in enumerate(grads):
-            if is_kp_tensor(g) and device_of(g) not in (None, device):
+            # a prepared gradient is a NumPy array or a kp tensor
+            if not isinstance(g, np.ndarray) and device_of(g) not in (None, device):
                 where = f" of param group {gi}" if len(groups) > 1 else ""
                 raise ValueError(
                     f"grad {pi}{where} is a kp tensor of another Vulkan device (another kp.Manager) "
@@ -192,7 +204,7 @@ def prepare_grads(
     """Validate every gradient before anything is written; per group, per param."""
     if grads is None:
         return None
-    if isinstance(grads, np.ndarray) or is_kp_tensor(grads):
+    if not isinstance(grads, (list, tuple)) and (isinstance(grads, np.ndarray) or is_kp_tensor(grads)):
         grads = [grads]
     if isinstance(grads, (str, bytes, Mapping)) or not isinstance(grads, Iterable):
         raise TypeError(
@@ -284,3 +296,195 @@ def _unchanged(options: Mapping[str, Any], validated: Mapping[str, Any] | None) 
         return True
     except (TypeError, ValueError):
         return False
+
+
+class StepGroup(GroupShape, OptionsOf, Protocol):
+    """What the checks of a step need to know of a param group."""
+
+    @property
+    def step(self) -> int: ...
+
+
+#: A device param's place: (group index, param index).
+ParamKey = tuple[int, int]
+
+
+class StepChecks:
+    """The checks of every step path (``step()``, waited for or not, and ``record_step()``),
+    in one order, before anything is written (:meth:`check`), and what they keep from one step
+    to the next so that steps back to back pay once for what cannot change.
+
+    ``params``: the device params (kp tensors the application owns) by place; ``device``: the
+    VkDevice every buffer of a step must be on (None where kp cannot tell); ``captured``: the
+    device decides whether a step is skipped (``capturable=True``)."""
+
+    def __init__(
+        self,
+        rule: UpdateRule,
+        groups: Sequence[StepGroup],
+        params: Sequence[tuple[ParamKey, Any]],
+        device: int | None,
+        *,
+        zeroes_grad: bool,
+        skip_nonfinite: bool,
+        captured: bool,
+    ) -> None:
+        self.rule, self._groups, self._params, self._device = rule, groups, list(params), device
+        self._param_tensors = [param for _, param in self._params]
+        self.zeroes_grad, self.skip_nonfinite, self._captured = zeroes_grad, skip_nonfinite, captured
+        #: The application took ``grad_buffer()`` to write gradients there itself.
+        self.grad_buffer_taken = False
+        #: A step copied NumPy gradients into the optimizer's own gradient buffers (so a
+        #: recorded step without grads reads something that was given).
+        self.own_grads_given = False
+        #: Each device param's evaluated uploads as of the last step that ran: the stepper adds
+        #: the counts :meth:`check` returned once the step ran (a refused step notes nothing).
+        self.uploads: dict[ParamKey, int] = {}
+        # the params already warned about (an upload between two steps discards the update)
+        self._warned: set[ParamKey] = set()
+        # the device params seen written (device memory, once written, stays so)
+        self._written: set[ParamKey] = set()
+        # the kp tensor gradients of the last step, checked, and their prepared form
+        self._grads_seen: list[weakref.ref[Any]] | None = None
+        self._grads_prepared: list[list[Any]] | None = None
+
+    def check(
+        self,
+        grads: Sequence[Any] | None,
+        *,
+        wait: bool = True,
+        recording: bool = False,
+        sequence: Any = None,
+        known_sequence: bool = False,
+        scaled: bool = False,
+    ) -> tuple[list[list[Any]] | None, dict[ParamKey, int]]:
+        """Every check of a step, in one order, before anything is written: the prepared
+        gradients, and each device param's evaluated uploads read now (to note once the step
+        ran). ``recording``: ``record_step`` into ``sequence``; ``known_sequence``: the sequence
+        the last ``record_step`` recorded into (its type and device, checked then, cannot
+        change); ``scaled``: a gradient scale set by the host."""
+        where = "record_step()" if recording else "step()"
+        check_sequence = recording and not known_sequence
+        if check_sequence:
+            check_recordable(self._groups, self.skip_nonfinite and not self._captured, sequence)
+        self._refuse_unwritten_params()
+        refuse_resized(self._groups)
+        seen = self._same_grads(grads)
+        # What the checks read of kp tensors, in one call: each device param's uploads, and the
+        # element counts of the last step's gradients where these are the same tensors (0: one
+        # was destroyed since, and they are checked again).
+        uploads: list[int | None] = []
+        sizes: list[int] = []
+        if self._params or seen:
+            uploads, sizes = uploads_and_sizes(self._param_tensors, seen or [])
+        prepared = self._grads_prepared if seen is not None and all(sizes) else None
+        if prepared is None:
+            prepared = prepare_grads(grads, self._groups, where)
+            refuse_foreign(self._device, self._groups, prepared, sequence if check_sequence else None)
+        elif check_sequence:
+            refuse_foreign(self._device, self._groups, None, sequence)
+        counts = {key: n for (key, _), n in zip(self._params, uploads, strict=True) if n is not None}
+        self._warn_lost_updates(counts)
+        if recording:
+            refuse_host_grads(prepared)
+            if prepared is None:
+                self._refuse_ungiven_grads()
+        elif prepared is None:
+            self._refuse_unwritten_grads(where)
+        elif not self.own_grads_given:
+            self.own_grads_given = any(
+                isinstance(g, np.ndarray)
+                for group, gs in zip(self._groups, prepared, strict=True)
+                if not group.host_mode
+                for g in gs
+            )
+        if not wait and self.skip_nonfinite:
+            raise ValueError(
+                "skip_nonfinite steps are synchronous (the host must learn whether the step was "
+                "skipped before the next step's bias correction); use wait=True"
+            )
+        revalidate(self.rule, self._groups, self.zeroes_grad)
+        if not wait and scaled:
+            raise ValueError("a gradient scale set by the host applies to synchronous steps: use wait=True")
+        self._remember_grads(grads, prepared)
+        return prepared, counts
+
+    def _same_grads(self, grads: Sequence[Any] | None) -> list[Any] | None:
+        """``grads`` if it holds the very kp tensors of the last step's gradients (in order), whose
+        checks then hold if each still holds its buffer (a kp tensor's kind, size and device do
+        not change, nor does written memory become unwritten); else None."""
+        seen = self._grads_seen
+        if seen is None or not isinstance(grads, (list, tuple)) or len(grads) != len(seen):
+            return None
+        if any(ref() is not g for ref, g in zip(seen, grads, strict=True)):
+            return None
+        return list(grads)
+
+    def _remember_grads(self, grads: Sequence[Any] | None, prepared: list[list[Any]] | None) -> None:
+        """Keep gradients that are all kp tensors, checked, for :meth:`_same_grads`."""
+        if prepared is self._grads_prepared and prepared is not None:
+            return
+        self._grads_seen, self._grads_prepared = None, None
+        if prepared is None or not isinstance(grads, (list, tuple)):
+            return
+        if any(isinstance(g, np.ndarray) for gs in prepared for g in gs):
+            return  # NumPy gradients: checked every step (their values and shapes are the caller's)
+        try:
+            self._grads_seen = [weakref.ref(g) for g in grads]
+        except TypeError:  # a type without weak references: checked every time
+            return
+        self._grads_prepared = prepared
+
+    def _refuse_unwritten_params(self) -> None:
+        """Refuse a device param whose memory was never written (each is asked until it was)."""
+        if len(self._written) == len(self._params):
+            return
+        for (gi, pi), param in self._params:
+            if (gi, pi) not in self._written:
+                refuse_unwritten(param, f"param {pi} of group {gi}")
+                self._written.add((gi, pi))
+
+    def _warn_lost_updates(self, counts: Mapping[ParamKey, int]) -> None:
+        """Warn once per param the application uploaded from the host since the last step
+        (``counts``: the uploads now): the upload copied the host's stale values over the device
+        memory, and the update is lost."""
+        for (gi, pi), count in counts.items():
+            before = self.uploads.get((gi, pi))
+            if before is None or count == before or (gi, pi) in self._warned:
+                continue
+            self._warned.add((gi, pi))
+            where = f" of param group {gi}" if len(self._groups) > 1 else ""
+            warn_at_caller(
+                f"param {pi}{where} (a kp tensor) was uploaded from its host copy "
+                f"(OpTensorSyncDevice) {count - before} time(s) since step {self._groups[gi].step}: "
+                "each upload overwrote the device memory the optimizer updated, so that update is "
+                "lost. Upload a param once, before the first step, and read it back with "
+                "OpTensorSyncLocal (docs/usage.md, 'A Kompute-style training loop')",
+                LostUpdateWarning,
+            )
+
+    def _refuse_ungiven_grads(self) -> None:
+        """``record_step(seq)`` without grads reads the optimizer's own gradient buffers: refuse
+        it when nothing was ever given to them (``grad_buffer()`` never taken, no gradients
+        copied in), or each recorded step would silently apply zero gradients."""
+        if self.grad_buffer_taken or self.own_grads_given:
+            return
+        raise ValueError(
+            "record_step(sequence) without grads steps on the optimizer's own gradient buffer, but "
+            "nothing was ever given to it: the recorded steps would read zeros, not your gradients. "
+            "Pass the kp tensors that hold your gradients, opt.record_step(sequence, [grads]), or "
+            "write the gradients into opt.grad_buffer(...) on the device (your own shaders) and "
+            "record that work before the step"
+        )
+
+    def _refuse_unwritten_grads(self, where: str) -> None:
+        """``step()`` without gradients on NumPy params reads a device buffer nobody wrote (zeros:
+        weight decay and momentum would still move the params), unless the application took
+        ``grad_buffer()`` to write it or an earlier step left its gradients (``zero_grad=False``)."""
+        host = [gi for gi, g in enumerate(self._groups) if g.host_mode]
+        kept = not self.zeroes_grad and self._groups[0].step > 0
+        if host and not self.grad_buffer_taken and not kept:
+            raise ValueError(
+                f"{where} without grads on NumPy params (param group {host[0]}): pass the gradients, "
+                f"{where[:-2]}(grads), or write them into opt.grad_buffer({host[0]}) on the device first"
+            )

@@ -72,3 +72,12 @@ class InFlight:
         """Wait for every submitted step."""
         if self._handles:
             self.wait_through(self._handles[-1])
+
+    def synchronous(self) -> StepHandle:
+        """Before a synchronous step: wait for every submitted step (the step rewrites what they
+        read), and return the synchronous step's handle, done (the caller sets ``step`` and
+        ``skipped``)."""
+        self.drain()
+        handle = StepHandle(self, 0)
+        handle.done = True
+        return handle

@@ -1,5 +1,5 @@
 """Where each param lives inside a flat buffer: pure planning, no Vulkan device (the copies
-into and out of flat buffers are ``host.slots``'s).
+into flat buffers are ``host.to_device``'s, those back out ``host.to_host``'s).
 
 A group of NumPy params is packed into one flat float32 buffer (and its gradient and state
 buffers share the layout) so that one dispatch updates all of them. Each param starts at a

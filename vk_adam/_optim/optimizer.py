@@ -25,6 +25,7 @@ from .groups import (
     check_storage,
     group_options,
 )
+from .host.to_host import copy_back
 from .inflight import InFlight, StepHandle
 from .layout import ALIGN_ELEMENTS
 from .options import spell_out_options, split_options
@@ -133,7 +134,7 @@ class Optimizer(Closable):
                 f"profile=True times steps with timestamp queries, and {self.device.name} has none "
                 "(timestampComputeAndGraphics); leave profile off"
             )
-        self._in_flight = InFlight(DeviceGroups.copy_back)
+        self._in_flight = InFlight(copy_back)
         try:
             self._dev = DeviceGroups(
                 self._rt,
@@ -150,7 +151,7 @@ class Optimizer(Closable):
             )
             self._dev.max_norm = max_norm or 0.0
             if exportable:  # an exported flat param buffer stays current
-                self._dev.traffic.stop_direct()
+                self._dev.to_device.stop_direct()
             if device_params:
                 self._dev.hold_params()
         except BaseException:
@@ -219,7 +220,8 @@ class Optimizer(Closable):
         """
         started = time.perf_counter()
         wait is True or wait is False or check_options(None, None, wait=wait)
-        self._check_open()
+        if self._closed:  # tested here, not by a call: the hot path
+            self._refuse_closed()
         return self._steps.step(grads, wait=wait, started=started)
 
     def record_step(self, sequence: Any, grads: Sequence[Any] | None = None) -> int:
@@ -244,7 +246,8 @@ class Optimizer(Closable):
         reports the device's count). Without it, the step's values are push constants fixed now:
         returns the step number recorded, and a second evaluation of the sequence is refused.
         """
-        self._check_open()
+        if self._closed:
+            self._refuse_closed()
         return self._steps.record(sequence, grads)
 
     def schedule_on_device(self, scheduler: Any) -> None:
@@ -402,7 +405,7 @@ class Optimizer(Closable):
             group.param_staging.clear()
             group.grad_staging.clear()
         if hasattr(self, "_dev"):
-            self._dev.traffic.close()  # host-memory imports, before their device goes
+            self._dev.to_device.close()  # host-memory imports, before their device goes
         runtime.close()
         self._closed = True
 

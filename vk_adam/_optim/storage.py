@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .. import _formats as fmt
 from .._rules import StateBuffer
-from .host.slots import copy_into
+from .host.copy_threads import copy_into
 from .layout import ParamSlot
 
 Array = npt.NDArray[Any]

@@ -17,7 +17,9 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   per invocation, so more invocations stay resident (the sweeps behind the default:
   ``benchmarks/results/h200-2026-12-02-bench/``, docs/formats.md).
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
-  work is looped over); default 2048.
+  work is looped over); default by size: a quarter of the workgroups of one pass, so that each
+  loops over at least four tiles, within 2048..8192 (the sweep behind it:
+  ``benchmarks/results/h100-2026-12-06-int8/``).
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
 * ``VK_ADAM_WORKGROUP_SIZE`` (64, 128, 256, 512 or 1024, at most the device's limit): invocations
   per workgroup of the path without 8-bit state and of the subgroup variant's 8-bit path; default
@@ -68,7 +70,10 @@ WORKGROUP_SIZES = (64, 128, 256, 512, 1024)
 DEFAULT_WORKGROUP_SIZE = WORKGROUP_SIZE
 #: Vec4s per 8-bit block (256 values).
 BLOCK_VEC4S = 64
-DEFAULT_INT8_WORKGROUPS = 2048
+#: The 8-bit path's workgroup cap where $VK_ADAM_INT8_WORKGROUPS is unset: one pass's workgroups
+#: over INT8_PASSES, within these bounds (LoopShape.int8_cap).
+INT8_WORKGROUPS_MIN, INT8_WORKGROUPS_MAX = 2048, 8192
+INT8_PASSES = 4
 
 
 def subgroup_unsupported(device: DeviceInfo) -> str | None:
@@ -111,7 +116,7 @@ class LoopShape:
     vec4s: int = 1  # per invocation, no 8-bit state
     int8_vec4s: int = 1  # per invocation (base variant) or blocks per subgroup (subgroup variant)
     subgroup_size: int = 0  # 0: the base variant
-    int8_workgroups: int = DEFAULT_INT8_WORKGROUPS
+    int8_workgroups: int | None = None  # the knob's cap; None: by size (int8_cap)
     workgroup_size: int = DEFAULT_WORKGROUP_SIZE  # where the loop allows any (see the knob)
     #: The device's limit: maxComputeWorkGroupInvocations and maxComputeWorkGroupSize[0], the smaller.
     max_workgroup_size: int = 1024
@@ -127,6 +132,16 @@ class LoopShape:
         else:
             per = self.int8_vec4s
         return -(-n_vec4 // per)
+
+    def int8_cap(self, items: int, threads: int) -> int:
+        """The 8-bit path's workgroup cap for ``items`` invocations of ``threads`` per workgroup:
+        the knob's, else a quarter of one pass's workgroups within INT8_WORKGROUPS_MIN..MAX. Few
+        workgroups leave a partial last wave that weighs on a large step; one pass over a small
+        step leaves each subgroup no loop to overlap its loads with the previous tile's math."""
+        if self.int8_workgroups is not None:
+            return self.int8_workgroups
+        one_pass = -(-items // threads)
+        return min(INT8_WORKGROUPS_MAX, max(INT8_WORKGROUPS_MIN, one_pass // INT8_PASSES))
 
 
 @dataclass(frozen=True)
@@ -174,8 +189,9 @@ def update_launch(
         *form.spec(shape.int8_vec4s),
         *uint_spec(shape.vec4s, shape.subgroup_size or 32, threads, int(param_out)),
     )
-    max_groups = shape.int8_workgroups if quantized else None
-    return UpdateLaunch(spirv, spec, shape.invocations(n, quantized, subgroups), max_groups, threads)
+    items = shape.invocations(n, quantized, subgroups)
+    max_groups = shape.int8_cap(items, threads) if quantized else None
+    return UpdateLaunch(spirv, spec, items, max_groups, threads)
 
 
 def loop_shape(device: DeviceInfo) -> LoopShape:
@@ -184,7 +200,7 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
         vec4s=env_int(VEC4S_ENV, 1, (1, 2, 4)),
         int8_vec4s=env_int(INT8_VEC4S_ENV, 1, (1, 2)),
         subgroup_size=subgroup_size(device),
-        int8_workgroups=env_int(INT8_WORKGROUPS_ENV, DEFAULT_INT8_WORKGROUPS),
+        int8_workgroups=env_int(INT8_WORKGROUPS_ENV, 0) or None,
         workgroup_size=_workgroup_size(device),
         max_workgroup_size=device.max_workgroup_size,
     )

@@ -58,7 +58,7 @@ from .limits import (
     check_one_allocation,
     max_elements,
 )
-from .runtime import Pending, Runtime
+from .runtime import Dispatch, Pending, Runtime, Upload
 from .shared import LINGER_ENV, DeviceHandle, as_manager, open_device, open_devices
 from .tensors import (
     device_of,
@@ -68,6 +68,7 @@ from .tensors import (
     host_dtype,
     host_view,
     is_alive,
+    uploads_and_sizes,
     uploads_of,
 )
 
@@ -87,6 +88,7 @@ __all__ = [
     "DeviceInfo",
     "DeviceLimits",
     "DeviceStaging",
+    "Dispatch",
     "HostMirrorBridge",
     "KpFeatures",
     "Pending",
@@ -95,6 +97,7 @@ __all__ = [
     "SemaphoreBridge",
     "Sharing",
     "StockKpWarning",
+    "Upload",
     "UuidLike",
     "all_device_limits",
     "as_manager",
@@ -141,5 +144,6 @@ __all__ = [
     "to_cuda",
     "to_vulkan",
     "upload_and_wait",
+    "uploads_and_sizes",
     "uploads_of",
 ]

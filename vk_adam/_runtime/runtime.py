@@ -18,7 +18,7 @@ submit, wait, barrier); only this package calls kp. It hides the two kp builds i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,28 @@ Array = npt.NDArray[Any]
 
 #: The specialization constant that sizes every shader's workgroup (``local_size_x_id``).
 WORKGROUP_SIZE_SPEC_ID = 25
+
+
+class Dispatch(NamedTuple):
+    """One dispatch of ``pipeline`` with push constants ``push`` (float32 words), as a list of
+    ops handed to :meth:`Runtime.run`, :meth:`~Runtime.submit` or :meth:`~Runtime.record` carries
+    it: the runtime makes the kp op when it records the list (:meth:`Runtime.build_ops`).
+
+    For the ops a step makes anew each time (kp copies push constants into a dispatch op when
+    it is made, so a step's dispatches cannot be made once and kept): the step's code lists
+    what it needs and the runtime, which it hands the list to anyway, makes them. ``ordered``:
+    as :meth:`Runtime.dispatch_op` takes it."""
+
+    pipeline: Any
+    push: Array
+    ordered: bool = False
+
+
+class Upload(NamedTuple):
+    """:meth:`Runtime.upload_op` of ``buffers``, carried in a list of ops as :class:`Dispatch`
+    is (the buffers a step uploads change from one step to the next)."""
+
+    buffers: Sequence[Any]
 
 
 class Runtime(Closable):
@@ -274,14 +296,33 @@ class Runtime(Closable):
         return self.kp.OpTensorSyncLocal(list(buffers))
 
     def dispatch_op(self, pipeline: Any, push: Array, *, ordered: bool = False) -> Any:
-        """One dispatch of ``pipeline`` with these push constants (float32 words).
+        """One dispatch of ``pipeline`` with these push constants (float32 words), made now (for
+        ops made once and run many times; a step's own dispatches are :class:`Dispatch` records).
 
         ``ordered``: a barrier op recorded before it already orders it after every earlier
         write to its buffers, with no upload in between, so kp's own transfer -> shader barrier
         at the start of every dispatch is left out (where this kp build allows it)."""
-        if ordered and self.features.dispatch_barrier_opt_out:
-            return self.kp.OpAlgoDispatch(pipeline, push, False)  # barrier=False
-        return self.kp.OpAlgoDispatch(pipeline, push)
+        return self.build_ops([Dispatch(pipeline, push, ordered)])[0]
+
+    def build_ops(self, ops: Sequence[Any]) -> list[Any]:
+        """``ops`` as kp records them: each :class:`Dispatch` and :class:`Upload` made a kp op
+        (as :meth:`dispatch_op` and :meth:`upload_op` make them), every other op as it is.
+        :meth:`run`, :meth:`submit` and :meth:`record` do this themselves; a caller that runs the
+        same ops many times builds them once."""
+        opt_out: bool | None = None  # this kp build's barrier opt-out, read once, when asked
+        built = []
+        for op in ops:
+            if isinstance(op, Dispatch):
+                if op.ordered and opt_out is None:
+                    opt_out = self.features.dispatch_barrier_opt_out
+                if op.ordered and opt_out:
+                    op = self.kp.OpAlgoDispatch(op.pipeline, op.push, False)  # barrier=False
+                else:
+                    op = self.kp.OpAlgoDispatch(op.pipeline, op.push)
+            elif isinstance(op, Upload):
+                op = self.kp.OpTensorSyncDevice(list(op.buffers))
+            built.append(op)
+        return built
 
     def eval_once_op(self, message: str) -> Any:
         """An op that makes the sequence holding it refuse every evaluation after the first with
@@ -297,28 +338,27 @@ class Runtime(Closable):
         With ``timestamps``, return the raw GPU timestamps (one before the first op, one after
         each op; multiply tick differences by :attr:`timestamp_period` for nanoseconds).
         """
-        self._check_open()
-        seq = rerecord(self.manager, self._sequences.for_run(len(ops) + 1 if timestamps else 0), ops)
-        seq.eval()
-        if timestamps:
-            return [int(t) for t in seq.get_timestamps()]
-        return None
+        if self._closed:  # tested here, not by a call: every step runs through this
+            self._refuse_closed()
+        return self._sequences.run(self.build_ops(ops), timestamps=timestamps)
 
     def submit(self, ops: Sequence[Any]) -> Pending:
         """Submit ``ops`` without waiting; they run after everything submitted before."""
-        self._check_open()
-        return self._sequences.submit(ops, one_submission=self.features.async_submit)
+        if self._closed:
+            self._refuse_closed()
+        return self._sequences.submit(self.build_ops(ops), one_submission=self.features.async_submit)
 
     def record(self, sequence: Any, ops: Sequence[Any]) -> None:
         """Record ``ops`` into the application's own kp.Sequence (not submitted)."""
-        self._check_open()
-        for op in ops:
+        if self._closed:
+            self._refuse_closed()
+        for op in self.build_ops(ops):
             sequence.record(op)
 
     def rerecord(self, sequence: Any, ops: Sequence[Any]) -> None:
         """Clear a sequence (the application's, or :meth:`sequence`'s) and record ``ops`` into it."""
         self._check_open()
-        rerecord(self.manager, sequence, ops)
+        rerecord(self.manager, sequence, self.build_ops(ops))
 
     def new_sequence(self) -> Any:
         """A kp sequence of this runtime's own, for work recorded by the caller (``record``)
@@ -383,4 +423,4 @@ class Runtime(Closable):
             _shared.release(shared)
 
 
-__all__ = ["WORKGROUP_SIZE_SPEC_ID", "Pending", "Runtime", "is_kp_tensor"]
+__all__ = ["WORKGROUP_SIZE_SPEC_ID", "Dispatch", "Pending", "Runtime", "Upload", "is_kp_tensor"]

@@ -2,9 +2,10 @@
 
 This lives apart from ``runtime.py`` so that ``Runtime`` keeps to the project's terms (buffers,
 pipelines, ops; run, submit, record, close) while this owns the kp bookkeeping behind them:
-``run()``'s two reused sequences (one without timestamp queries, one with), the free list that
-finished submissions go back to, the idle sequences borrowed from and given back to the shared
-device (:mod:`.shared`), and their destruction at close. Only the runtime makes one.
+``run()``'s two reused sequences (one without timestamp queries, one with; recorded, evaluated
+and waited for here), the free list that finished submissions go back to, the idle sequences
+borrowed from and given back to the shared device (:mod:`.shared`), and their destruction at
+close. Only the runtime makes one.
 """
 
 from __future__ import annotations
@@ -131,6 +132,16 @@ class Sequences:
             self.timed_run_sequence = self._new(timestamps)
             self._run_timestamps = timestamps
         return self.timed_run_sequence
+
+    def run(self, ops: Sequence[Any], *, timestamps: bool) -> list[int] | None:
+        """``Runtime.run``: ``ops`` recorded into :meth:`for_run`'s sequence (the timed one with
+        ``timestamps``, one query before the first op and one after each), submitted and waited
+        for; the raw timestamps, or None."""
+        seq = rerecord(self._manager, self.for_run(len(ops) + 1 if timestamps else 0), ops)
+        seq.eval()
+        if timestamps:
+            return [int(t) for t in seq.get_timestamps()]
+        return None
 
     def submit(self, ops: Sequence[Any], *, one_submission: bool) -> Pending:
         """Submit ``ops`` without waiting: recorded into one sequence (``one_submission``, a

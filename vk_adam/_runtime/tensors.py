@@ -6,6 +6,7 @@ alone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,13 @@ def uploads_of(tensor: Any) -> int | None:
     return int(count()) if count is not None else None
 
 
+def uploads_and_sizes(params: Sequence[Any], grads: Sequence[Any]) -> tuple[list[int | None], list[int]]:
+    """What a step's checks read of the application's kp tensors, in one call: each param's
+    evaluated uploads (:func:`uploads_of`) and each gradient's element count
+    (:func:`element_count`: 0 once the tensor was destroyed)."""
+    return [uploads_of(p) for p in params], [element_count(g) for g in grads]
+
+
 def free_tensor(tensor: Any) -> None:
     """Destroy a kp tensor's buffer and memory; no submitted or recorded work may still use it."""
     tensor.destroy()
@@ -70,5 +78,6 @@ __all__ = [
     "host_dtype",
     "host_view",
     "is_alive",
+    "uploads_and_sizes",
     "uploads_of",
 ]

@@ -1,11 +1,16 @@
-"""The threads large host copies run on (``slots.copy_into``): how many (``$VK_ADAM_COPY_THREADS``,
-else the cores this process may run on) and the one pool, made at first use.
+"""Large host copies split over threads (:func:`copy_into`): how many (``$VK_ADAM_COPY_THREADS``,
+else the cores this process may run on) and the one pool, made at first use. ``to_device`` and
+``to_host`` copy a small array themselves and hand a large one here.
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 #: Copies of at least this many bytes are split over threads (NumPy releases the GIL while it
 #: copies): one thread cannot keep a host's memory bus busy on fresh pageable memory, several can
@@ -40,3 +45,17 @@ def copy_pool() -> ThreadPoolExecutor | None:
     if _pool is None or _pool[0] < threads:
         _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="vk-adam-copy"))
     return _pool[1]
+
+
+def copy_into(dst: npt.NDArray[Any], src: npt.NDArray[Any]) -> None:
+    """``dst[...] = src`` for flat arrays of one size (any dtypes, as assignment converts), over
+    several threads when it is large (at least :data:`PARALLEL_COPY_BYTES`)."""
+    threads = copy_threads() if dst.nbytes >= PARALLEL_COPY_BYTES else 1
+    pool = copy_pool() if threads > 1 else None
+    if pool is None:
+        np.copyto(dst, src, casting="unsafe")
+        return
+    step = -(-dst.size // threads)
+    step += -step % 1024  # pieces of whole 4 KiB pages (of float32)
+    pieces = range(0, dst.size, step)
+    list(pool.map(lambda at: np.copyto(dst[at : at + step], src[at : at + step], casting="unsafe"), pieces))

@@ -1,5 +1,5 @@
 """Imports of NumPy arrays' pages on one device (``VK_EXT_external_memory_host``), cached per
-array, for ``traffic``'s copies and bound updates (see its module doc for when each array is
+array, for ``to_device``'s copies and bound updates (see its module doc for when each array is
 imported). An import lives while its array does: a weak reference drops it when the array dies,
 and an array found at another address or size drops its old import before a new one is made.
 """

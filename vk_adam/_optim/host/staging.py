@@ -1,5 +1,5 @@
 """Large copies through staging memory in chunks, so the host's copies and the GPU's transfers
-overlap (synchronous steps of NumPy groups, ``traffic``).
+overlap (synchronous steps of NumPy groups: ``to_device`` uploads, ``to_host`` downloads).
 
 Without it, a buffer set that goes through staging memory is copied whole three times in turn:
 the host gathers the arrays into staging memory, the GPU uploads it, and after the update the

@@ -1,4 +1,11 @@
-"""NumPy params and gradients that the GPU reads and writes where they lie.
+"""NumPy params and gradients to the device for one step, and the plan of the way back.
+
+:class:`HostToDevice` decides, per step and buffer set of every NumPy group, how each array
+reaches the device: imported (the GPU copies from its pages, or the update reads it there),
+gathered into staging memory and uploaded whole in the step, or uploaded in chunks before it
+(``staging``). It also makes the copy ops the step records to bring the updated params back
+(into an import, or into staging memory), and tells ``to_host``'s :class:`DeviceToHost` what
+the host copies into the arrays after the wait.
 
 Where the device imports host memory (``VK_EXT_external_memory_host``), a synchronous step copies
 each large NumPy array straight between its own pages and the group's flat device buffers
@@ -7,7 +14,7 @@ a NumPy copy each way. Pinning pages takes time, so imports are cached per array
 imported at its first synchronous step, a gradient when the same array comes a second time (a
 training loop reuses its gradient arrays). A fresh array each step would pay for pinning and
 unpinning its pages every step, which costs more than copying it once through staging memory
-over several threads (``slots.copy_into``), so it takes the staging path instead (the timings
+over several threads (``copy_threads.copy_into``), so it takes the staging path instead (the timings
 of both: ``benchmarks/results/h200-2026-12-03-host/``, "The pieces").
 
 A group of one float32 param goes further: its param's import is bound to the update shader
@@ -36,19 +43,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ... import _formats as fmt
-from ..._runtime import (
-    Pending,
-    Runtime,
-    copy_regions_op,
-    host_read_barrier_op,
-)
+from ..._runtime import Runtime, copy_regions_op, host_read_barrier_op
 from ..buffers import Group
 from ..layout import ParamSlot
+from .copy_threads import PARALLEL_COPY_BYTES, copy_into
 from .imports import HostImports
-from .slots import gather, part_of, scatter
-from .staging import chunk_ranges, download_in_chunks, upload_in_chunks
+from .staging import chunk_ranges, upload_in_chunks
+from .to_host import DeviceToHost
+
+F32 = npt.NDArray[np.float32]
+
+
+def part_of(value: Any, part: ParamSlot, param: ParamSlot) -> Any:
+    """``value`` (an array shaped like ``param``: its gradient, say) restricted to ``part``, one
+    of the param's parts: the array itself for a whole param, else a flat slice (a view where
+    ``value`` is contiguous)."""
+    if not param.pieces:
+        return value
+    return np.asarray(value).reshape(-1)[part.start : part.start + part.size]
+
+
+def gather(slots: Sequence[ParamSlot], values: Sequence[Any], flat: F32) -> None:
+    """Copy each slot's value (an array of the slot's size; for a piece, of the piece's) into
+    ``flat`` at its offset (a small one here, a large one over the copy threads)."""
+    for slot, value in zip(slots, values, strict=True):
+        dst, src = flat[slot.offset : slot.offset + slot.size], np.asarray(value).reshape(-1)
+        if dst.nbytes < PARALLEL_COPY_BYTES:
+            np.copyto(dst, src, casting="unsafe")
+        else:
+            copy_into(dst, src)
 
 
 @dataclass
@@ -67,18 +93,18 @@ class _GroupPlan:
 
 
 @dataclass
-class HostTraffic:
-    """How the NumPy groups' params and gradients reach the device and come back, per step.
+class HostToDevice:
+    """How the NumPy groups' params and gradients reach the device, per step, and the ops and
+    host copies (``back``) that bring the updated params back.
 
     Everything is per buffer set: a NumPy group larger than one device allocation has several,
     each holding some of its params or pieces of one (``Group.parts``)."""
 
     rt: Runtime
     imports: HostImports
+    back: DeviceToHost  # what the host copies into the arrays after a synchronous step's wait
     copy_in: list[Any] = field(default_factory=list)  # ops after the uploads, before the update
     copy_out: list[Any] = field(default_factory=list)  # ops after the update
-    #: after the wait: (slots, the set's param staging memory they come back through)
-    scatter: list[tuple[list[ParamSlot], Any]] = field(default_factory=list)
     #: per (group index, set index): the param tensor this step's update binds, its elements,
     #: and the gradient tensor it reads
     bound: dict[tuple[int, int], tuple[Any, int, Any]] = field(default_factory=dict)
@@ -95,17 +121,15 @@ class HostTraffic:
     used_direct: bool = False  # a step did: the flat param buffers are not current
     _plans: dict[tuple[int, int], _GroupPlan] = field(default_factory=dict)  # by (group, set)
     _download_all: Any = None
-    #: this synchronous step's chunked uploads, submitted before it (``staging``)
-    uploading: list[Pending] = field(default_factory=list)
-    #: after the wait: (param tensor, its staging memory, slots, chunks) downloaded in chunks
-    chunked_out: list[tuple[Any, Any, list[ParamSlot], list[tuple[int, int]]]] = field(default_factory=list)
 
     def stage(self, groups: Sequence[Group], prepared: list[list[Any]] | None, direct: bool) -> list[Any]:
         """Write what goes through staging memory for every NumPy group, set this step's copy
         ops; return the buffers to upload whole. ``direct``: a synchronous step (imports)."""
-        self.copy_in, self.copy_out, self.scatter, self.bound = [], [], [], {}
-        self.settle()
-        self.chunked_out = []
+        self.copy_in, self.copy_out, self.bound = [], [], {}
+        back = self.back
+        if back.uploading:  # a synchronous step that stopped before its finish left them
+            back.settle()
+        back.scatters, back.chunked = [], []
         upload: list[Any] = []
         downloads: list[Any] = []
         held, self.reload = self.held and not self.reload, False
@@ -147,7 +171,7 @@ class HostTraffic:
                 if plan.staged_params:
                     if not held:
                         gather(plan.staged_params, [s.host for s in plan.staged_params], params_in)
-                    self.scatter.append((plan.staged_params, params_in))
+                    back.scatters.append((plan.staged_params, params_in))
                 if plan.whole[0]:  # no param imported: every one gathered above (plan.staged_params)
                     if not held:
                         upload.append(bset.param)
@@ -177,7 +201,7 @@ class HostTraffic:
             gather(slots, values, staging)
             upload.append(tensor)
         else:
-            self.uploading += upload_in_chunks(self.rt, tensor, staging, slots, values, chunks)
+            self.back.uploading += upload_in_chunks(self.rt, tensor, staging, slots, values, chunks)
 
     def _stage_out(
         self,
@@ -191,9 +215,9 @@ class HostTraffic:
         whole in the step (``downloads``) and scattered, or chunk by chunk (``chunks``)."""
         if chunks is None:
             downloads.append(tensor)
-            self.scatter.append((slots, staging))
+            self.back.scatters.append((slots, staging))
         else:
-            self.chunked_out.append((tensor, staging, slots, chunks))
+            self.back.chunked.append((tensor, staging, slots, chunks))
 
     def _download(self, params: list[Any], groups: Sequence[Group]) -> Any:
         every = [b.param for g in groups if g.host_mode for b in g.sets]
@@ -308,24 +332,8 @@ class HostTraffic:
         self.direct = False
         self._plans.clear()
 
-    def settle(self) -> None:
-        """Wait for the chunked uploads submitted before this step (done once the step is)."""
-        uploading, self.uploading = self.uploading, []
-        for pending in uploading:
-            pending.wait()
-
-    def finish(self) -> None:
-        """After a synchronous step's wait: copy what came back through staging into the arrays."""
-        self.settle()
-        for slots, staging in self.scatter:
-            scatter(slots, staging)
-        chunked, self.chunked_out = self.chunked_out, []
-        for tensor, staging, slots, chunks in chunked:
-            download_in_chunks(self.rt, tensor, staging, slots, chunks)
-
     def close(self) -> None:
-        self.settle()
-        self.chunked_out = []
+        self.back.close()
         self._plans.clear()
-        self.copy_in, self.copy_out, self.scatter = [], [], []
+        self.copy_in, self.copy_out = [], []
         self.imports.close()

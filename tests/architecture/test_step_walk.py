@@ -1,0 +1,101 @@
+"""The walk of one ``Optimizer.step`` goes down the modules of vk_adam and enters each at most once
+(docs/architecture.md, "The path of one step()"): each part of a step is asked once, for all of
+its work, rather than called back and forth. Traced with ``sys.setprofile``: every call of a
+function of a vk_adam module from another module (or from outside vk_adam) is an entry; a call
+within a module is none. The third synchronous step is traced (the first ones make pipelines,
+imports and copy plans), over NumPy params (imported and staged, and with host imports off:
+everything staged) and over kp tensor params and gradients. Needs a Vulkan device (lavapipe)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import vk_adam
+from vk_adam._optim.host.imports import HOST_IMPORT_ENV
+
+from ..runtime.test_device_buffers import upload
+
+PACKAGE = Path(vk_adam.__file__).resolve().parent
+#: (module, function, the module it was called from: None for outside vk_adam)
+Entry = tuple[str, str, str | None]
+
+
+def _module(frame: FrameType | None) -> str | None:
+    """The module of vk_adam a frame runs code of (path relative to the package), or None."""
+    if frame is None:
+        return None
+    path = Path(frame.f_code.co_filename)
+    return str(path.relative_to(PACKAGE)) if path.is_relative_to(PACKAGE) else None
+
+
+def walk(call: Callable[[], Any]) -> list[Entry]:
+    """Every entry into a module of vk_adam while ``call()`` runs, in order."""
+    entries: list[Entry] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        module = _module(frame)
+        caller = _module(frame.f_back)
+        if module is not None and caller != module:
+            entries.append((module, frame.f_code.co_name, caller))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(previous)
+    return entries
+
+
+def check_each_module_entered_once(entries: list[Entry]) -> None:
+    listing = "\n".join(f"  {module:28} {name:28} <- {caller}" for module, name, caller in entries)
+    assert entries[0] == ("_optim/optimizer.py", "step", None), f"the tracer saw another walk:\n{listing}"
+    assert any(module == "_runtime/runtime.py" for module, _, _ in entries), listing
+    twice = {module: n for module, n in Counter(m for m, _, _ in entries).items() if n > 1}
+    assert not twice, (
+        f"modules entered more than once in one step ({twice}): ask each part once for all its "
+        f"work (docs/architecture.md, 'The path of one step()'). The walk:\n{listing}"
+    )
+
+
+@pytest.mark.parametrize("imports", ["1", "0"], ids=["host-imports", "staged"])
+def test_a_numpy_step_enters_each_module_once(monkeypatch, rng, imports):
+    """The walk of docs/architecture.md: Adam over NumPy float32 params of 100,000 and 1,000
+    elements on the default device (the large one imported where the device can, the small
+    one staged; with imports off both staged)."""
+    monkeypatch.setenv(HOST_IMPORT_ENV, imports)
+    params = [rng.standard_normal(n).astype(np.float32) for n in (100_000, 1_000)]
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    with vk_adam.Adam(params, lr=1e-3) as opt:
+        opt.step(grads)
+        opt.step(grads)
+        entries = walk(lambda: opt.step(grads))
+    check_each_module_entered_once(entries)
+    assert ("_optim/host/to_host.py", "finish", "_optim/stepping.py") in entries  # the way back
+
+
+def test_a_step_on_kp_tensors_enters_each_module_once(kp_manager, rng):
+    """The same over params and gradients that are kp tensors of the application's manager."""
+    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    for tensor in [*params, *grads]:
+        upload(kp_manager, tensor, tensor.data().copy())
+    try:
+        with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
+            opt.step(grads)
+            opt.step(grads)
+            entries = walk(lambda: opt.step(grads))
+    finally:
+        for tensor in [*params, *grads]:
+            tensor.destroy()
+    check_each_module_entered_once(entries)
