@@ -99,3 +99,33 @@ def test_a_step_on_kp_tensors_enters_each_module_once(kp_manager, rng):
         for tensor in [*params, *grads]:
             tensor.destroy()
     check_each_module_entered_once(entries)
+
+
+@pytest.mark.parametrize("capturable", [False, True], ids=["push-constants", "captured"])
+def test_recording_a_step_enters_each_module_once(kp_manager, rng, capturable):
+    """``record_step`` into the application's sequence, over kp tensor params and gradients: the
+    checks, the step's ops and one call to the runtime that records them (with the
+    evaluate-once guard of a push-constant step)."""
+    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    for tensor in [*params, *grads]:
+        upload(kp_manager, tensor, tensor.data().copy())
+    sequence = kp_manager.sequence()
+    try:
+        with vk_adam.Adam(params, lr=1e-3, manager=kp_manager, capturable=capturable) as opt:
+            for _ in range(2):
+                sequence.clear()
+                opt.record_step(sequence, grads)
+                sequence.eval()
+            sequence.clear()
+            entries = walk(lambda: opt.record_step(sequence, grads))
+            sequence.eval()
+    finally:
+        sequence.destroy()
+        for tensor in [*params, *grads]:
+            tensor.destroy()
+    listing = "\n".join(f"  {module:28} {name:28} <- {caller}" for module, name, caller in entries)
+    assert entries[0] == ("_optim/optimizer.py", "record_step", None), listing
+    assert ("_runtime/runtime.py", "record", "_optim/stepping.py") in entries, listing
+    twice = {module: n for module, n in Counter(m for m, _, _ in entries).items() if n > 1}
+    assert not twice, f"modules entered more than once in one record_step ({twice}):\n{listing}"

@@ -100,7 +100,7 @@ def test_a_step_without_an_upload_leaves_out_kps_barrier_per_dispatch(rng, kp_ma
             barriers.append([op.barrier for op in built if type(op).__name__ == "OpAlgoDispatch"])
 
         opt._rt.run = lambda ops, **kw: (seen(ops), run(ops, **kw))[1]  # type: ignore[method-assign]
-        opt._rt.record = lambda sq, ops: (seen(ops), record(sq, ops))[1]  # type: ignore[method-assign]
+        opt._rt.record = lambda sq, ops, **kw: (seen(ops), record(sq, ops, **kw))[1]  # type: ignore[method-assign]
         opt._rt.submit = lambda ops: (seen(ops), submit(ops))[1]  # type: ignore[method-assign]
         for t in range(1, 6):
             g = random_grad(rng, (n,))

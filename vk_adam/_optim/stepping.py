@@ -95,13 +95,13 @@ class Stepper:
         step = self._groups[0].step + 1
         # The step's push constants (step size, bias corrections) are the host's for step
         # ``step``: evaluating the sequence again would apply them again. Refused on replay.
-        once = self._rt.eval_once_op(
+        once = (
             f"this sequence holds step {step} of a vk-adam optimizer, recorded by record_step(); "
             "a recorded step applies once (its step count and bias corrections are fixed when it "
             "is recorded). Record a new step for each evaluation: sequence.clear(), then record "
             "your work and opt.record_step(sequence) again (docs/usage.md)"
         )
-        self._rt.record(sequence, [once, *ops] if once is not None else ops)
+        self._rt.record(sequence, ops, once=once)
         self._advance()
         self.checks.uploads.update(counts)
         self._remember_sequence(sequence)

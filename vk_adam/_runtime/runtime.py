@@ -324,7 +324,7 @@ class Runtime(Closable):
             built.append(op)
         return built
 
-    def eval_once_op(self, message: str) -> Any:
+    def _eval_once_op(self, message: str) -> Any:
         """An op that makes the sequence holding it refuse every evaluation after the first with
         ``RuntimeError(message)``, before anything of it runs; None where this kp lacks it."""
         op_type = getattr(self.kp, "OpEvalOnce", None)
@@ -348,11 +348,14 @@ class Runtime(Closable):
             self._refuse_closed()
         return self._sequences.submit(self.build_ops(ops), one_submission=self.features.async_submit)
 
-    def record(self, sequence: Any, ops: Sequence[Any]) -> None:
-        """Record ``ops`` into the application's own kp.Sequence (not submitted)."""
+    def record(self, sequence: Any, ops: Sequence[Any], *, once: str | None = None) -> None:
+        """Record ``ops`` into the application's own kp.Sequence (not submitted). ``once``: the
+        sequence applies once; every evaluation after the first raises ``RuntimeError(once)``
+        before anything of it runs (where this kp build can; a stock kp records no guard)."""
         if self._closed:
             self._refuse_closed()
-        for op in self.build_ops(ops):
+        guard = self._eval_once_op(once) if once is not None else None
+        for op in self.build_ops([guard, *ops] if guard is not None else ops):
             sequence.record(op)
 
     def rerecord(self, sequence: Any, ops: Sequence[Any]) -> None:
