@@ -129,3 +129,31 @@ def test_recording_a_step_enters_each_module_once(kp_manager, rng, capturable):
     assert ("_runtime/runtime.py", "record", "_optim/stepping.py") in entries, listing
     twice = {module: n for module, n in Counter(m for m, _, _ in entries).items() if n > 1}
     assert not twice, f"modules entered more than once in one record_step ({twice}):\n{listing}"
+
+
+def test_an_asynchronous_step_enters_each_module_once_but_two(kp_manager, rng):
+    """``step(wait=False)`` over kp tensors: ``inflight.py`` is asked twice (room in the queue
+    before the step's inputs are staged, the handle after the submission), and ``_kp.py`` twice
+    (two feature flags of this kp build, read as properties: the barrier opt-out and one
+    submission per step), every other module once. (Over NumPy params the step first waits
+    for the steps in flight, whose staging memory it rewrites, and copies their params back:
+    that finishes earlier steps.)"""
+    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    for tensor in [*params, *grads]:
+        upload(kp_manager, tensor, tensor.data().copy())
+    try:
+        with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
+            opt.step(grads, wait=False)
+            opt.step(grads, wait=False)
+            entries = walk(lambda: opt.step(grads, wait=False))
+            opt.synchronize()
+    finally:
+        for tensor in [*params, *grads]:
+            tensor.destroy()
+    listing = "\n".join(f"  {module:28} {name:28} <- {caller}" for module, name, caller in entries)
+    twice = {"_optim/inflight.py", "_runtime/_kp.py"}
+    counts = Counter(m for m, _, _ in entries)
+    assert counts["_optim/inflight.py"] == 2, listing
+    assert all(n == 1 for m, n in counts.items() if m not in twice), listing
+    assert all(counts[m] <= 2 for m in twice), listing

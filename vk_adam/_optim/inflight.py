@@ -48,12 +48,21 @@ class InFlight:
     def __len__(self) -> int:
         return len(self._handles)
 
-    def add(self, handle: StepHandle) -> None:
+    def add(self, step: int, pending: Pending, finalize: list[Group]) -> StepHandle:
+        """Queue step ``step``, submitted (``pending``), whose NumPy groups ``finalize`` are
+        copied back once it ran; its handle."""
+        handle = StepHandle(self, step)
+        handle._pending = pending
+        handle._finalize.extend(finalize)
         self._handles.append(handle)
+        return handle
 
-    def throttle(self, limit: int) -> None:
-        """Wait for the oldest step while ``limit`` or more are in flight."""
-        if len(self._handles) >= limit:
+    def make_room(self, limit: int, *, drain: bool) -> None:
+        """Before a submission: wait for the oldest step while ``limit`` or more are in flight,
+        or for every one with ``drain``."""
+        if drain:
+            self.drain()
+        elif len(self._handles) >= limit:
             self._handles[0].wait()
 
     def wait_through(self, target: StepHandle) -> None:

@@ -171,21 +171,18 @@ class Stepper:
         return handle
 
     def _step_async(self, prepared: list[list[Any]] | None, counts: dict[ParamKey, int]) -> StepHandle:
-        self._in_flight.throttle(MAX_STEPS_IN_FLIGHT)
         writes_staging = any(g.host_mode for g in self._groups) or (
             prepared is not None and any(isinstance(g, np.ndarray) for gs in prepared for g in gs)
         )
-        if writes_staging and self._in_flight:
-            # A submitted step's upload may not have read the staging memory yet: rewriting it
-            # now would change that step's inputs (each buffer has one staging copy).
-            self._in_flight.drain()
+        # At most MAX_STEPS_IN_FLIGHT submitted; and every one of them finished first when this
+        # step writes staging memory (a submitted step's upload may not have read it yet: each
+        # buffer has one staging copy).
+        self._in_flight.make_room(MAX_STEPS_IN_FLIGHT, drain=writes_staging)
         if self.captured is not None:
             self.captured.steps()  # the device's count, if a recording may have run since
-        handle = StepHandle(self._in_flight, self._groups[0].step + 1)
+        step = self._groups[0].step + 1
         ops, _, _ = self._dev.ops(prepared)
-        handle._pending = self._rt.submit(ops)  # one submission (patched kp)
+        pending = self._rt.submit(ops)  # one submission (patched kp)
         self._advance()
         self.checks.uploads.update(counts)
-        handle._finalize.extend(g for g in self._groups if g.host_mode)
-        self._in_flight.add(handle)
-        return handle
+        return self._in_flight.add(step, pending, [g for g in self._groups if g.host_mode])
