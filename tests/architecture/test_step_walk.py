@@ -157,3 +157,20 @@ def test_an_asynchronous_step_enters_each_module_once_but_two(kp_manager, rng):
     assert counts["_optim/inflight.py"] == 2, listing
     assert all(n == 1 for m, n in counts.items() if m not in twice), listing
     assert all(counts[m] <= 2 for m in twice), listing
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"skip_nonfinite": True}, {"clip_grad_norm": 1.0}, {"state_dtype": "int8-blockwise"}],
+    ids=["skip-nonfinite", "clipping", "int8-state"],
+)
+def test_a_numpy_step_with_options_enters_each_module_once(rng, options):
+    """The non-finite check (its flag set before the step and read after it), clipping (its
+    pre-passes) and 8-bit state change the ops, not the walk."""
+    params = [rng.standard_normal(n).astype(np.float32) for n in (100_000, 1_000)]
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    with vk_adam.Adam(params, lr=1e-3, **options) as opt:
+        opt.step(grads)
+        opt.step(grads)
+        entries = walk(lambda: opt.step(grads))
+    check_each_module_entered_once(entries)

@@ -119,6 +119,9 @@ class DeviceGroups:
         self.clock = Clock(rt, [g.options["lr"] for g in self.groups], slots) if capturable else None
         # skip flag, gradient scale, last norm (clipping.py), the clock; every update shader reads it
         self.status = rt.buffer(self.clock.initial_words() if self.clock is not None else initial_status())
+        # Its host staging words, read and written around every synchronous step (a view of
+        # the buffer's host memory, valid while the buffer lives: as long as these groups).
+        self.status_words = host_view(self.status)
         self._status_barrier = rt.barrier_op([self.status])
         self.status_download = rt.download_op([self.status])
         # Captured steps with skip_nonfinite and no clipping: the check pass only ever sets the
@@ -267,7 +270,7 @@ class DeviceGroups:
         A captured step's clock lives there: the step clears the skip flag itself (``_clear_skip``)."""
         if self.clock is not None or (not self.skip_nonfinite and self.grad_scale is None):
             return []
-        words = host_view(self.status)
+        words = self.status_words
         if self.skip_nonfinite:
             words[0] = 0
         if self.grad_scale is not None:

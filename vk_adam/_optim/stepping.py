@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._rules import UpdateRule
-from .._runtime import Runtime, device_of, host_view
+from .._runtime import Runtime, device_of
 from .captured import CapturedSteps
 from .device import DeviceGroups, Group
 from .groups import ParamKey, StepChecks
@@ -155,13 +155,13 @@ class Stepper:
             # One timestamp before the first op and one after each op.
             self.last_gpu_seconds = (ticks[last] - ticks[first]) * self._rt.facts.timestamp_period * 1e-9
         if self.captured is not None:  # the device counted the step unless it skipped it
-            after = self.captured.clock.steps_in(host_view(self._dev.status))
+            after = self.captured.clock.steps_in(self._dev.status_words)
             handle.skipped = after == before
             self.captured.set_steps(after)
             if not handle.skipped:
                 self._dev.to_host.finish()
         else:
-            handle.skipped = self.skip_nonfinite and int(host_view(self._dev.status)[0]) != 0
+            handle.skipped = self.skip_nonfinite and int(self._dev.status_words[0]) != 0
         if not handle.skipped and self.captured is None:
             self._advance()
             self._dev.to_host.finish()
