@@ -23,6 +23,7 @@ import pytest
 import vk_adam
 from vk_adam._rules import checks, default_registry, load_registry
 from vk_adam._rules.spirv import (
+    HARNESS_MARK_SPEC_ID,
     HARNESS_SPEC_IDS,
     HARNESS_VERSION,
     SPIRV_DIR,
@@ -152,3 +153,17 @@ def test_the_same_shader_unchanged_is_accepted(tmp_path):
     with vk_adam.Optimizer([p], rule, lr=0.1) as opt:
         opt.step([np.ones(64, np.float32)])
     assert np.all(p < 1.0)
+
+
+@pytest.mark.skipif(shutil.which("spirv-opt") is None, reason="needs spirv-opt (Debian: spirv-tools)")
+def test_an_optimized_build_keeps_the_version_mark(tmp_path):
+    """A plugin whose SPIR-V went through ``spirv-opt -O`` (dead code removed) keeps the version
+    mark: the shader uses it. (Such a build may drop other constants a rule leaves unused, e.g.
+    the formats of state buffers 2 and 3 in Adam's subgroup variant; vk_adam.shaderc does not
+    optimize.)"""
+    import subprocess
+
+    for name in ("adam", "adam.subgroups"):
+        optimized = tmp_path / f"{name}.spv"
+        subprocess.run(["spirv-opt", "-O", str(SPIRV_DIR / f"{name}.spv"), "-o", str(optimized)], check=True)
+        assert HARNESS_MARK_SPEC_ID in reflect(optimized.read_bytes()).spec_ids, name

@@ -406,6 +406,7 @@ class Optimizer(Closable):
             group.grad_staging.clear()
         if hasattr(self, "_dev"):
             self._dev.to_device.close()  # host-memory imports, before their device goes
+            self._dev.status_words = self._dev.status_words[:0]  # no view of freed memory
         runtime.close()
         self._closed = True
 
