@@ -68,6 +68,19 @@ def check_each_module_entered_once(entries: list[Entry]) -> None:
     )
 
 
+@pytest.fixture
+def kp_params_and_grads(kp_manager, rng):
+    """Params and gradients of 100,000 and 1,000 elements as kp tensors of the application's
+    manager, uploaded; destroyed after the test."""
+    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
+    for tensor in [*params, *grads]:
+        upload(kp_manager, tensor, tensor.data().copy())
+    yield params, grads
+    for tensor in [*params, *grads]:
+        tensor.destroy()
+
+
 @pytest.mark.parametrize("imports", ["1", "0"], ids=["host-imports", "staged"])
 def test_a_numpy_step_enters_each_module_once(monkeypatch, rng, imports):
     """The walk of docs/architecture.md: Adam over NumPy float32 params of 100,000 and 1,000
@@ -84,32 +97,22 @@ def test_a_numpy_step_enters_each_module_once(monkeypatch, rng, imports):
     assert ("_optim/host/to_host.py", "finish", "_optim/stepping.py") in entries  # the way back
 
 
-def test_a_step_on_kp_tensors_enters_each_module_once(kp_manager, rng):
+def test_a_step_on_kp_tensors_enters_each_module_once(kp_manager, kp_params_and_grads):
     """The same over params and gradients that are kp tensors of the application's manager."""
-    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    for tensor in [*params, *grads]:
-        upload(kp_manager, tensor, tensor.data().copy())
-    try:
-        with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
-            opt.step(grads)
-            opt.step(grads)
-            entries = walk(lambda: opt.step(grads))
-    finally:
-        for tensor in [*params, *grads]:
-            tensor.destroy()
+    params, grads = kp_params_and_grads
+    with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
+        opt.step(grads)
+        opt.step(grads)
+        entries = walk(lambda: opt.step(grads))
     check_each_module_entered_once(entries)
 
 
 @pytest.mark.parametrize("capturable", [False, True], ids=["push-constants", "captured"])
-def test_recording_a_step_enters_each_module_once(kp_manager, rng, capturable):
+def test_recording_a_step_enters_each_module_once(kp_manager, kp_params_and_grads, capturable):
     """``record_step`` into the application's sequence, over kp tensor params and gradients: the
     checks, the step's ops and one call to the runtime that records them (with the
     evaluate-once guard of a push-constant step)."""
-    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    for tensor in [*params, *grads]:
-        upload(kp_manager, tensor, tensor.data().copy())
+    params, grads = kp_params_and_grads
     sequence = kp_manager.sequence()
     try:
         with vk_adam.Adam(params, lr=1e-3, manager=kp_manager, capturable=capturable) as opt:
@@ -122,8 +125,6 @@ def test_recording_a_step_enters_each_module_once(kp_manager, rng, capturable):
             sequence.eval()
     finally:
         sequence.destroy()
-        for tensor in [*params, *grads]:
-            tensor.destroy()
     listing = "\n".join(f"  {module:28} {name:28} <- {caller}" for module, name, caller in entries)
     assert entries[0] == ("_optim/optimizer.py", "record_step", None), listing
     assert ("_runtime/runtime.py", "record", "_optim/stepping.py") in entries, listing
@@ -131,26 +132,19 @@ def test_recording_a_step_enters_each_module_once(kp_manager, rng, capturable):
     assert not twice, f"modules entered more than once in one record_step ({twice}):\n{listing}"
 
 
-def test_an_asynchronous_step_enters_each_module_once_but_two(kp_manager, rng):
+def test_an_asynchronous_step_enters_each_module_once_but_two(kp_manager, kp_params_and_grads):
     """``step(wait=False)`` over kp tensors: ``inflight.py`` is asked twice (room in the queue
     before the step's inputs are staged, the handle after the submission), and ``_kp.py`` twice
     (two feature flags of this kp build, read as properties: the barrier opt-out and one
     submission per step), every other module once. (Over NumPy params the step first waits
     for the steps in flight, whose staging memory it rewrites, and copies their params back:
     that finishes earlier steps.)"""
-    params = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    grads = [kp_manager.tensor(rng.standard_normal(n).astype(np.float32)) for n in (100_000, 1_000)]
-    for tensor in [*params, *grads]:
-        upload(kp_manager, tensor, tensor.data().copy())
-    try:
-        with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
-            opt.step(grads, wait=False)
-            opt.step(grads, wait=False)
-            entries = walk(lambda: opt.step(grads, wait=False))
-            opt.synchronize()
-    finally:
-        for tensor in [*params, *grads]:
-            tensor.destroy()
+    params, grads = kp_params_and_grads
+    with vk_adam.Adam(params, lr=1e-3, manager=kp_manager) as opt:
+        opt.step(grads, wait=False)
+        opt.step(grads, wait=False)
+        entries = walk(lambda: opt.step(grads, wait=False))
+        opt.synchronize()
     listing = "\n".join(f"  {module:28} {name:28} <- {caller}" for module, name, caller in entries)
     twice = {"_optim/inflight.py", "_runtime/_kp.py"}
     counts = Counter(m for m, _, _ in entries)
