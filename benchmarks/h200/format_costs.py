@@ -29,9 +29,15 @@ results, the others are for timing):
                  what the hash costs; biased rounding, for timing only
   no-absmax      every block's absmax 1 (no subgroup or shared-memory reduction, no per-value
                  largest |value|): what finding the block maxima costs; for timing only
+  f16-fast       fp16 conversions by their fast paths alone (unpackHalf2x16; the stochastic
+                 rounding of normal halves): what the exact handling of subnormals, inf and NaN
+                 costs; wrong for those, for timing only
 Knob builds: the release under one of the loop-shape settings (bit-identical; variants.py):
   vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 (VK_ADAM_INT8_WORKGROUPS), wgsize128 /
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
+Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
+one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
+release's codes and ``--check`` compares them.
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
@@ -125,7 +131,20 @@ SR_HALF_HASH = """    uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);
     uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
     r = uvec4(h0, h0 >> 16, h1, h1 >> 16);
 """
+F16_SR = re.compile(r"uint vk_adam_f16_stochastic\(float f, uint r\) \{.*?\n\}", re.S)
+F16_SR_FAST = """uint vk_adam_f16_stochastic(float f, uint r) {
+    uint u = floatBitsToUint(f);
+    uint a = u & 0x7FFFFFFFu;
+    return ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, 0x7C00u);
+}"""
+F16_UNPACK = "    return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));\n"
+F16_UNPACK_FAST = "    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));\n"
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
+SG_UPDATE_CALL = "vk_adam_update(p[J], vk_adam_decode_grad(raw_g[J]) * vk_adam_grad_scale, s[J]);"
+SG_BARE_UPDATE = (
+    "p[J] = fma(vk_adam_decode_grad(raw_g[J]), vec4(HYPER(0)), p[J]); "
+    "s[J][0] = fma(s[J][0], vec4(0.5), p[J]);"
+)
 
 #: (build, patches): each patch a (pattern or str, replacement); each must match once.
 BUILDS: dict[str, list[tuple[Any, str]]] = {
@@ -134,14 +153,23 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "quant-arith": [(CODE_OF, QUANT_ARITH)],
     "deq-arith": [(DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
-    "bare": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, ""), (UPDATE_CALL, BARE_UPDATE)],
+    "bare": [
+        (CODE_OF, QUANT_ARITH),
+        (DEQ, DEQ_ARITH),
+        (LOAD_MAP, ""),
+        (UPDATE_CALL, BARE_UPDATE),
+        (SG_UPDATE_CALL, SG_BARE_UPDATE),
+    ],
     "entry16": [(CODE_OF, CODE_OF_16), (MAP_WORDS_32, MAP_WORDS_16), (MAP_VALUES_32, MAP_VALUES_16)],
     "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
     "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
     "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
     "no-hash": [("        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);\n", NO_HASH)],
     "no-absmax": [(ABSMAX, NO_ABSMAX)],
+    "f16-fast": [(F16_SR, F16_SR_FAST), (F16_UNPACK, F16_UNPACK_FAST)],
 }
+#: Builds from whole harness files (--harness NAME=PATH), filled in by main().
+HARNESS_FILES: dict[str, Path] = {}
 #: Builds that are the release under loop-shape settings (environment variables read when an
 #: optimizer is made; bit-identical results).
 KNOBS: dict[str, dict[str, str]] = {
@@ -153,7 +181,7 @@ KNOBS: dict[str, dict[str, str]] = {
     "wgsize512": {"VK_ADAM_WORKGROUP_SIZE": "512"},
 }
 #: The builds whose codes are the release's (checked by --check).
-EXACT = ("release", "map-in-place", "entry16", *KNOBS)
+EXACT = ["release", "map-in-place", "entry16", *KNOBS]
 
 
 def tables_16() -> Any:
@@ -162,7 +190,7 @@ def tables_16() -> Any:
     0: none), then the 256 map values."""
     from vk_adam import _formats as fmt
 
-    release = fmt.quant_tables()
+    release = RELEASE_TABLES[0]()
     half = fmt.TABLE_BUCKETS // 2
     words = np.zeros(2 * (half + 256), np.uint32)
     for old, new in ((0, 0), (half + 256, fmt.MAP_WORDS)):
@@ -174,6 +202,8 @@ def tables_16() -> Any:
     return words
 
 
+#: The release's table builder, saved before a build's replaces it (make()).
+RELEASE_TABLES: list[Any] = []
 #: Builds whose table buffer differs from the release's.
 TABLES = {"entry16": tables_16}
 
@@ -182,6 +212,7 @@ FORMATS = (
     ("fp32 params, int8 state", "float32", False, "int8-blockwise"),
     ("bf16 params + master, int8 state", "bfloat16", False, "int8-blockwise"),
     ("bf16 params (SR), int8 state", "bfloat16", True, "int8-blockwise"),
+    ("fp16 params + master, int8 state", "float16", False, "int8-blockwise"),
     ("fp16 params (SR), int8 state", "float16", True, "int8-blockwise"),
     ("bf16 params (SR), bf16 state", "bfloat16", True, "bfloat16"),
 )
@@ -205,15 +236,17 @@ def build_rules(work: Path, names: list[str]) -> dict[str, Any]:
 
     rules = {}
     for name in dict.fromkeys(n for n in names if n not in KNOBS):
-        patches = BUILDS[name]
         src = work / name / "glsl"
         src.mkdir(parents=True)
         for f in ("adam.comp", "adam_amsgrad.comp", "adam_body.glsl"):
             shutil.copy(ROOT / "glsl" / f, src / f)
         shutil.copy(Path(INCLUDE_DIR) / "vk_adam_16bit.glsl", src / "vk_adam_16bit.glsl")
-        harness = (Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text()
+        if name in HARNESS_FILES:
+            harness = HARNESS_FILES[name].read_text()
+        else:
+            harness = patched((Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text(), BUILDS[name])
         # included relative to the including file first, so this copy wins over INCLUDE_DIR
-        (src / "vk_adam_rule.glsl").write_text(patched(harness, patches))
+        (src / "vk_adam_rule.glsl").write_text(harness)
         compile_shaders(src, work / name / "spirv")
         variants = {
             k: replace(v, spirv=work / name / "spirv" / f"{v.spirv}.spv") for k, v in ADAMW.variants.items()
@@ -237,6 +270,7 @@ def make(
         zero_grad=False, profile=True, lr=1e-4, state_dtype=state, stochastic_rounding=sr
     )
     release_tables = fmt.quant_tables
+    RELEASE_TABLES[:] = [release_tables]
     if build in TABLES:
         fmt.quant_tables = TABLES[build]  # read once, when the optimizer is made
     knobs = KNOBS.get(build, {})
@@ -320,8 +354,16 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[24, 28])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--builds", nargs="+", default=list(BUILDS), choices=[*BUILDS, *KNOBS])
+    ap.add_argument("--harness", nargs="*", default=[], metavar="NAME=PATH", help="harness-file builds")
     ap.add_argument("--check", action="store_true", help="first compare the EXACT builds' bits")
     args = ap.parse_args()
+    for spec in args.harness:
+        name, _, path = spec.partition("=")
+        if not path or not Path(path).is_file():
+            ap.error(f"--harness {spec!r}: expected NAME=PATH of a harness file")
+        HARNESS_FILES[name] = Path(path)
+        EXACT.append(name)
+        args.builds.append(name)
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
     from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
     from vk_adam._runtime import Runtime

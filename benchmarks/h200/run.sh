@@ -49,7 +49,10 @@
 #             (vk-adam bench, the main cases, in the same run), costs.txt and costs/
 #             (format_costs.py: the 8-bit path's parts, patched-harness builds timed against the
 #             release; $COST_SIZES, default 24 28; $COST_BUILDS, default all; COST_CHECK=1
-#             first compares the exact builds bit for bit; COSTS=0 leaves it out)
+#             first compares the exact builds bit for bit; $COST_HARNESS, NAME=PATH harness-file
+#             builds; COSTS=0 leaves it out), and with BIG_STEPS=1 big.txt and big/
+#             (big_steps.py: large fp32 steps with and without the gradient zeroing;
+#             $BIG_CONFIGS, $BIG_KNOBS)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -155,8 +158,16 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
       start=$(date +%s)
       # shellcheck disable=SC2086
       timeout "${COST_SECONDS:-280}" "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} \
-        ${COST_BUILDS:+--builds $COST_BUILDS} ${COST_CHECK:+--check} --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
+        ${COST_BUILDS:+--builds $COST_BUILDS} ${COST_HARNESS:+--harness $COST_HARNESS} ${COST_CHECK:+--check} \
+        --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
       echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
+    fi
+    if [ "${BIG_STEPS:-0}" = 1 ]; then
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      timeout "${BIG_SECONDS:-150}" "$PYTHON" benchmarks/h200/big_steps.py ${BIG_CONFIGS:+--configs $BIG_CONFIGS} \
+        ${BIG_KNOBS:+--knobs $BIG_KNOBS} --out "$OUT/big" > "$OUT/big.txt" 2>&1
+      echo "big steps rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/big.txt"
     fi
     exit 0;;
   suite)
