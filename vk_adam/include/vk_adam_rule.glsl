@@ -329,17 +329,48 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
     return (u + (r & 0xFFFFu)) >> 16;
 }
 
+// fp16 vec4s: one test and one branch per vec4 for the rare values (subnormal, inf, NaN) that
+// take the exact slow paths, and the four common values by their fast paths. A branch per value
+// costs more than the conversion it guards (measured: benchmarks/h200/format_costs.py).
+
+// Four halves (two words, the first in the low bits) to fp32, exactly: unpackHalf2x16 converts
+// normal numbers and zeros exactly on every device; a vec4 with a subnormal (which a device may
+// flush) or inf/NaN (whose payload the bit path keeps) takes vk_adam_f16x2_to_f32's bit path.
+vec4 vk_adam_f16x4_to_f32(uvec2 w) {
+    // Per half m = |h| (15 bits; the sums below carry into neither the other half nor past 16
+    // bits): bit 15 of m + 0x7FFF is m >= 1, of m + 0x7C00 m >= 0x400 (a nonzero exponent), of
+    // m + 0x0400 m >= 0x7C00 (inf, NaN). Subnormal: m >= 1 but not m >= 0x400.
+    const uvec2 m = w & 0x7FFF7FFFu;
+    const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
+    if ((odd.x | odd.y) != 0u) {
+        return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
+    }
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
     if (fmt == 2u) {  // bf16: the upper half of an fp32, one shift or mask per value
         return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u));
     }
-    return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
+    return vk_adam_f16x4_to_f32(w);
 }
 
 uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
-    uvec4 h = fmt == 1u
-        ? uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z), vk_adam_f16_nearest(v.w))
-        : uvec4(vk_adam_bf16_nearest(v.x), vk_adam_bf16_nearest(v.y), vk_adam_bf16_nearest(v.z), vk_adam_bf16_nearest(v.w));
+    uvec4 h;
+    if (fmt == 1u) {
+        const uvec4 u = floatBitsToUint(v);
+        const uvec4 a = u & 0x7FFFFFFFu;
+        // vk_adam_f16_nearest's normal range (2^-14 <= |v| < 65536) for all four: its fast path
+        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {
+            h = ((u >> 16) & 0x8000u) | ((a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13);
+        } else {
+            h = uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z),
+                      vk_adam_f16_nearest(v.w));
+        }
+    } else {
+        h = uvec4(vk_adam_bf16_nearest(v.x), vk_adam_bf16_nearest(v.y), vk_adam_bf16_nearest(v.z),
+                  vk_adam_bf16_nearest(v.w));
+    }
     return uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
 }
 
@@ -359,11 +390,21 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
     for (uint l = 0u; l < 4u; l++) {
         r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
     }
-    uvec4 h = fmt == 1u
-        ? uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
-                vk_adam_f16_stochastic(v.z, r.z), vk_adam_f16_stochastic(v.w, r.w))
-        : uvec4(vk_adam_bf16_stochastic(v.x, r.x), vk_adam_bf16_stochastic(v.y, r.y),
-                vk_adam_bf16_stochastic(v.z, r.z), vk_adam_bf16_stochastic(v.w, r.w));
+    uvec4 h;
+    if (fmt == 1u) {
+        const uvec4 u = floatBitsToUint(v);
+        const uvec4 a = u & 0x7FFFFFFFu;
+        // vk_adam_f16_stochastic's fast range (2^-14 <= |v| < inf) for all four: its fast path
+        if (all(lessThan(a - 0x38800000u, uvec4(0x7F800000u - 0x38800000u)))) {
+            h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
+        } else {
+            h = uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
+                      vk_adam_f16_stochastic(v.z, r.z), vk_adam_f16_stochastic(v.w, r.w));
+        }
+    } else {
+        h = uvec4(vk_adam_bf16_stochastic(v.x, r.x), vk_adam_bf16_stochastic(v.y, r.y),
+                  vk_adam_bf16_stochastic(v.z, r.z), vk_adam_bf16_stochastic(v.w, r.w));
+    }
     return uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
 }
 
@@ -445,24 +486,15 @@ uint vk_adam_quantize4(vec4 s, float amax, bool signed_map) {
     layout(std430, set = 0, binding = 3 + VK_ADAM_STATE_COUNT + K) buffer absmax##K##_block {      \
         float absmax##K[];                                                                         \
     };                                                                                             \
-    /* the raw words of vec4 i: fp32 bits; bf16 (.xy); int8 codes (.x) and block absmax (.y) */ \
-    uvec4 vk_adam_fetch_state##K(uint i, uint n) {                                                 \
+    vec4 vk_adam_load_state##K(uint i, uint n) {                                                   \
         if (FMT == 0u) {                                                                           \
-            if (4u * i + 4u <= n) return floatBitsToUint(state##K##_v4[i]);                        \
+            if (4u * i + 4u <= n) return state##K##_v4[i];                                         \
             vec4 v = vec4(0.0);                                                                    \
             for (uint l = 0u; 4u * i + l < n; l++) v[l] = state##K##_f[4u * i + l];                \
-            return floatBitsToUint(v);                                                             \
+            return v;                                                                              \
         }                                                                                          \
-        if (FMT == 1u) return uvec4(state##K##_u2[i], 0u, 0u);                                     \
-        return uvec4(state##K##_u[i], floatBitsToUint(absmax##K[i >> 6]), 0u, 0u);                 \
-    }                                                                                              \
-    vec4 vk_adam_decode_state##K(uvec4 r) {                                                        \
-        if (FMT == 0u) return uintBitsToFloat(r);                                                  \
-        if (FMT == 1u) return vk_adam_unpack4(r.xy, 2u);                                           \
-        return vk_adam_dequantize4(r.x, uintBitsToFloat(r.y), FMT == 2u);                          \
-    }                                                                                              \
-    vec4 vk_adam_load_state##K(uint i, uint n) {                                                   \
-        return vk_adam_decode_state##K(vk_adam_fetch_state##K(i, n));                              \
+        if (FMT == 1u) return vk_adam_unpack4(state##K##_u2[i], 2u);                               \
+        return vk_adam_dequantize4(state##K##_u[i], absmax##K[i >> 6], FMT == 2u);                 \
     }                                                                                              \
     void vk_adam_store_state##K(uint i, uint n, vec4 s, float amax, bool block_leader) {           \
         if (FMT == 0u) {                                                                           \
@@ -503,39 +535,14 @@ uint vk_adam_state_format(uint k) {
 // fp32 buffers (param, grad, state) may be the application's, exactly n floats long: the last,
 // partial vec4 goes lane by lane. Packed 16- and 8-bit buffers are vk-adam's, padded to whole
 // vec4s (8-bit state to whole blocks).
-// A vec4's loads are split from their conversions (fetch: the raw words; decode: fp32 values),
-// so that the subgroup loop can have the next tile's loads in flight while it converts and
-// updates this one (the raw words take fewer registers than the values).
-
-// The raw words of param vec4 i: rp the param's (fp32 bits, or 16-bit words in .xy), rm the
-// master binding's (the fp32 master copy of mode 1, or the device's copy with PARAM_OUT).
-void vk_adam_fetch_param(uint i, uint n, out uvec4 rp, out uvec4 rm) {
-    rp = uvec4(0u);
-    rm = uvec4(0u);
-    if (VK_ADAM_PARAM_FORMAT == 0u && VK_ADAM_PARAM_OUT != 0u) {
-        rm = floatBitsToUint(master_v4[i]);  // padded
-    } else if (VK_ADAM_PARAM_MODE == 1u) {
-        rm = floatBitsToUint(master_v4[i]);
-        rp.xy = param_u2[i];
-    } else if (VK_ADAM_PARAM_FORMAT != 0u) {
-        rp.xy = param_u2[i];
-    } else if (4u * i + 4u <= n) {
-        rp = floatBitsToUint(param_v4[i]);
-    } else {
-        vec4 v = vec4(0.0);
-        for (uint l = 0u; 4u * i + l < n; l++) v[l] = param_f[4u * i + l];
-        rp = floatBitsToUint(v);
-    }
-}
-
-vec4 vk_adam_decode_param(uvec4 rp, uvec4 rm) {
-    if (VK_ADAM_PARAM_FORMAT == 0u && VK_ADAM_PARAM_OUT != 0u) return uintBitsToFloat(rm);
+vec4 vk_adam_load_param(uint i, uint n) {
+    if (VK_ADAM_PARAM_FORMAT == 0u && VK_ADAM_PARAM_OUT != 0u) return master_v4[i];  // padded
     if (VK_ADAM_PARAM_MODE == 1u) {
         // The master copy, except where the 16-bit param is no longer its rounding: there the
         // param was changed since the last step (by the application, or a loaded checkpoint)
         // and that value wins.
-        vec4 m = uintBitsToFloat(rm);
-        uvec2 w = rp.xy;
+        vec4 m = master_v4[i];
+        uvec2 w = param_u2[i];
         uvec2 r = vk_adam_pack4_nearest(m, VK_ADAM_PARAM_FORMAT);
         if (w != r) {
             vec4 q = vk_adam_unpack4(w, VK_ADAM_PARAM_FORMAT);
@@ -547,14 +554,11 @@ vec4 vk_adam_decode_param(uvec4 rp, uvec4 rm) {
         }
         return m;
     }
-    if (VK_ADAM_PARAM_FORMAT != 0u) return vk_adam_unpack4(rp.xy, VK_ADAM_PARAM_FORMAT);
-    return uintBitsToFloat(rp);
-}
-
-vec4 vk_adam_load_param(uint i, uint n) {
-    uvec4 rp, rm;
-    vk_adam_fetch_param(i, n, rp, rm);
-    return vk_adam_decode_param(rp, rm);
+    if (VK_ADAM_PARAM_FORMAT != 0u) return vk_adam_unpack4(param_u2[i], VK_ADAM_PARAM_FORMAT);
+    if (4u * i + 4u <= n) return param_v4[i];
+    vec4 v = vec4(0.0);
+    for (uint l = 0u; 4u * i + l < n; l++) v[l] = param_f[4u * i + l];
+    return v;
 }
 
 void vk_adam_store_param(uint i, uint n, vec4 p) {
@@ -572,21 +576,12 @@ void vk_adam_store_param(uint i, uint n, vec4 p) {
                                            : vk_adam_pack4_nearest(p, VK_ADAM_PARAM_FORMAT);
 }
 
-// The raw words of gradient vec4 i (fp32 bits, or 16-bit words in .xy), and their values.
-uvec4 vk_adam_fetch_grad(uint i, uint n) {
-    if (VK_ADAM_PARAM_FORMAT != 0u) return uvec4(grad_u2[i], 0u, 0u);
-    if (4u * i + 4u <= n) return floatBitsToUint(grad_v4[i]);
+vec4 vk_adam_load_grad(uint i, uint n) {
+    if (VK_ADAM_PARAM_FORMAT != 0u) return vk_adam_unpack4(grad_u2[i], VK_ADAM_PARAM_FORMAT);
+    if (4u * i + 4u <= n) return grad_v4[i];
     vec4 v = vec4(0.0);
     for (uint l = 0u; 4u * i + l < n; l++) v[l] = grad_f[4u * i + l];
-    return floatBitsToUint(v);
-}
-
-vec4 vk_adam_decode_grad(uvec4 r) {
-    return VK_ADAM_PARAM_FORMAT != 0u ? vk_adam_unpack4(r.xy, VK_ADAM_PARAM_FORMAT) : uintBitsToFloat(r);
-}
-
-vec4 vk_adam_load_grad(uint i, uint n) {
-    return vk_adam_decode_grad(vk_adam_fetch_grad(i, n));
+    return v;
 }
 
 void vk_adam_zero_grad(uint i, uint n) {
@@ -628,46 +623,30 @@ const bool VK_ADAM_ANY_INT8 = VK_ADAM_STATE0_FORMAT >= 2u || VK_ADAM_STATE1_FORM
 // Load, update (the rule's vk_adam_update), and store one vec4 i with its state S (vec4[]).
 #if VK_ADAM_STATE_COUNT > 0
 #define VK_ADAM_LOAD_STATE0(S, i) S[0] = vk_adam_load_state0(i, n);
-#define VK_ADAM_FETCH_STATE0(W, i) W[0] = vk_adam_fetch_state0(i, n);
-#define VK_ADAM_DECODE_STATE0(S, W) S[0] = vk_adam_decode_state0(W[0]);
 #define VK_ADAM_STORE_STATE0(S, i, A) vk_adam_store_state0(i, n, S[0], A[0], leader);
 #else
 #define VK_ADAM_LOAD_STATE0(S, i)
-#define VK_ADAM_FETCH_STATE0(W, i)
-#define VK_ADAM_DECODE_STATE0(S, W)
 #define VK_ADAM_STORE_STATE0(S, i, A)
 #endif
 #if VK_ADAM_STATE_COUNT > 1
 #define VK_ADAM_LOAD_STATE1(S, i) S[1] = vk_adam_load_state1(i, n);
-#define VK_ADAM_FETCH_STATE1(W, i) W[1] = vk_adam_fetch_state1(i, n);
-#define VK_ADAM_DECODE_STATE1(S, W) S[1] = vk_adam_decode_state1(W[1]);
 #define VK_ADAM_STORE_STATE1(S, i, A) vk_adam_store_state1(i, n, S[1], A[1], leader);
 #else
 #define VK_ADAM_LOAD_STATE1(S, i)
-#define VK_ADAM_FETCH_STATE1(W, i)
-#define VK_ADAM_DECODE_STATE1(S, W)
 #define VK_ADAM_STORE_STATE1(S, i, A)
 #endif
 #if VK_ADAM_STATE_COUNT > 2
 #define VK_ADAM_LOAD_STATE2(S, i) S[2] = vk_adam_load_state2(i, n);
-#define VK_ADAM_FETCH_STATE2(W, i) W[2] = vk_adam_fetch_state2(i, n);
-#define VK_ADAM_DECODE_STATE2(S, W) S[2] = vk_adam_decode_state2(W[2]);
 #define VK_ADAM_STORE_STATE2(S, i, A) vk_adam_store_state2(i, n, S[2], A[2], leader);
 #else
 #define VK_ADAM_LOAD_STATE2(S, i)
-#define VK_ADAM_FETCH_STATE2(W, i)
-#define VK_ADAM_DECODE_STATE2(S, W)
 #define VK_ADAM_STORE_STATE2(S, i, A)
 #endif
 #if VK_ADAM_STATE_COUNT > 3
 #define VK_ADAM_LOAD_STATE3(S, i) S[3] = vk_adam_load_state3(i, n);
-#define VK_ADAM_FETCH_STATE3(W, i) W[3] = vk_adam_fetch_state3(i, n);
-#define VK_ADAM_DECODE_STATE3(S, W) S[3] = vk_adam_decode_state3(W[3]);
 #define VK_ADAM_STORE_STATE3(S, i, A) vk_adam_store_state3(i, n, S[3], A[3], leader);
 #else
 #define VK_ADAM_LOAD_STATE3(S, i)
-#define VK_ADAM_FETCH_STATE3(W, i)
-#define VK_ADAM_DECODE_STATE3(S, W)
 #define VK_ADAM_STORE_STATE3(S, i, A)
 #endif
 
@@ -813,44 +792,12 @@ vec4 vk_adam_subgroup_absmax(uvec4 b) {
     return a;
 }
 
-// Slot J (a literal) of the lane: vec4 J % R of block B0 + J / R.
-#define VK_ADAM_SG_INDEX_AT(B0, J) ((((B0) + (J) / R) << 6) + ((J) % R) * W + lane)
-#define VK_ADAM_SG_INDEX(J) VK_ADAM_SG_INDEX_AT(b0, J)
-// The raw words of slot J of the iteration at block B0 (past the end: none read), into the
-// `next` registers.
-#define VK_ADAM_SG_FETCH(J, B0)                                                  \
-    if ((J) < R * B) {                                                           \
-        const uint i = VK_ADAM_SG_INDEX_AT(B0, J);                               \
-        if (i < n_vec4) {                                                        \
-            vk_adam_fetch_param(i, n, next_p[J], next_m[J]);                     \
-            next_g[J] = vk_adam_fetch_grad(i, n);                                \
-            VK_ADAM_FETCH_STATE0(next_s[J], i)                                   \
-            VK_ADAM_FETCH_STATE1(next_s[J], i)                                   \
-            VK_ADAM_FETCH_STATE2(next_s[J], i)                                   \
-            VK_ADAM_FETCH_STATE3(next_s[J], i)                                   \
-        }                                                                        \
-    }
-#define VK_ADAM_SG_FETCH_ALL(B0)                                                 \
-    VK_ADAM_SG_FETCH(0u, B0) VK_ADAM_SG_FETCH(1u, B0) VK_ADAM_SG_FETCH(2u, B0)   \
-    VK_ADAM_SG_FETCH(3u, B0) VK_ADAM_SG_FETCH(4u, B0) VK_ADAM_SG_FETCH(5u, B0)   \
-    VK_ADAM_SG_FETCH(6u, B0) VK_ADAM_SG_FETCH(7u, B0) VK_ADAM_SG_FETCH(8u, B0)   \
-    VK_ADAM_SG_FETCH(9u, B0) VK_ADAM_SG_FETCH(10u, B0) VK_ADAM_SG_FETCH(11u, B0) \
-    VK_ADAM_SG_FETCH(12u, B0) VK_ADAM_SG_FETCH(13u, B0) VK_ADAM_SG_FETCH(14u, B0) \
-    VK_ADAM_SG_FETCH(15u, B0)
-// Slot J's values from the raw words fetched one iteration earlier, updated by the rule.
-#define VK_ADAM_SG_UPDATE(J)                                                     \
+// Slot J (a literal) of the lane: vec4 J % R of block b0 + J / R.
+#define VK_ADAM_SG_INDEX(J) (((b0 + (J) / R) << 6) + ((J) % R) * W + lane)
+#define VK_ADAM_SG_LOAD(J)                                                       \
     if ((J) < R * B) {                                                           \
         const uint i = VK_ADAM_SG_INDEX(J);                                      \
-        p[J] = vec4(0.0);                                                        \
-        s[J][0] = vec4(0.0);                                                     \
-        if (i < n_vec4) {                                                        \
-            VK_ADAM_DECODE_STATE0(s[J], raw_s[J])                                \
-            VK_ADAM_DECODE_STATE1(s[J], raw_s[J])                                \
-            VK_ADAM_DECODE_STATE2(s[J], raw_s[J])                                \
-            VK_ADAM_DECODE_STATE3(s[J], raw_s[J])                                \
-            p[J] = vk_adam_decode_param(raw_p[J], raw_m[J]);                     \
-            vk_adam_update(p[J], vk_adam_decode_grad(raw_g[J]) * vk_adam_grad_scale, s[J]); \
-        }                                                                        \
+        VK_ADAM_LOAD_AND_UPDATE(p[J], s[J], i)                                   \
         if ((J) < R) {                                                           \
             bits0 = max(bits0, vk_adam_block_bits(s[J], i, n));                 \
         } else {                                                                 \
@@ -869,12 +816,6 @@ vec4 vk_adam_subgroup_absmax(uvec4 b) {
         VK_ADAM_STORE_STATES(s[J], i, ((J) < R ? amax0 : amax1))                 \
     }
 
-// Software-pipelined: each iteration first fetches the raw words of the subgroup's next
-// iteration, then converts, updates, reduces and stores the words fetched by the previous one.
-// A subgroup so has two iterations' loads in flight while it does the arithmetic of one, which
-// an 8-bit step (more arithmetic per byte than any other format) needs to keep the memory busy.
-// Raw words take fewer registers than the values (a 16-bit vec4: 2 words, 8-bit: 1 and the
-// block's absmax) that a second iteration in flight would (VK_ADAM_INT8_VEC4S = 2).
 void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
     const uint W = VK_ADAM_SUBGROUP_SIZE;
     const uint R = 64u / VK_ADAM_SUBGROUP_SIZE;
@@ -882,22 +823,18 @@ void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
     const uint lane = gl_SubgroupInvocationID;
     const uint n_blocks = (n_vec4 + 63u) >> 6;
     const uint stride = gl_NumWorkGroups.x * gl_NumSubgroups * B;
-    uvec4 next_p[16], next_m[16], next_g[16], next_s[16][VK_ADAM_STATE_SLOTS];
-    uint b0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * B;
-    VK_ADAM_SG_FETCH_ALL(b0)
     // The loop bound is the same for every lane of a subgroup: subgroupMax runs in uniform
     // control flow.
-    for (; b0 < n_blocks; b0 += stride) {
-        const uvec4 raw_p[16] = next_p, raw_m[16] = next_m, raw_g[16] = next_g;
-        const uvec4 raw_s[16][VK_ADAM_STATE_SLOTS] = next_s;
-        VK_ADAM_SG_FETCH_ALL(b0 + stride)
+    for (uint b0 = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * B; b0 < n_blocks; b0 += stride) {
         vec4 p[16];
         vec4 s[16][VK_ADAM_STATE_SLOTS];
         uvec4 bits0 = uvec4(0u), bits1 = uvec4(0u);
-        VK_ADAM_SG_UPDATE(0u) VK_ADAM_SG_UPDATE(1u) VK_ADAM_SG_UPDATE(2u) VK_ADAM_SG_UPDATE(3u)
-        VK_ADAM_SG_UPDATE(4u) VK_ADAM_SG_UPDATE(5u) VK_ADAM_SG_UPDATE(6u) VK_ADAM_SG_UPDATE(7u)
-        VK_ADAM_SG_UPDATE(8u) VK_ADAM_SG_UPDATE(9u) VK_ADAM_SG_UPDATE(10u) VK_ADAM_SG_UPDATE(11u)
-        VK_ADAM_SG_UPDATE(12u) VK_ADAM_SG_UPDATE(13u) VK_ADAM_SG_UPDATE(14u) VK_ADAM_SG_UPDATE(15u)
+        // Every load of the iteration first (the rule's math in between needs none of the
+        // stores), so all of them are in flight together.
+        VK_ADAM_SG_LOAD(0u) VK_ADAM_SG_LOAD(1u) VK_ADAM_SG_LOAD(2u) VK_ADAM_SG_LOAD(3u)
+        VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)
+        VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)
+        VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
         // The params need no absmax: storing them first leaves only the state live across the
         // reduction and the quantizer (fewer registers, more subgroups resident per SM).
         VK_ADAM_SG_STORE_PARAM(0u) VK_ADAM_SG_STORE_PARAM(1u) VK_ADAM_SG_STORE_PARAM(2u) VK_ADAM_SG_STORE_PARAM(3u)
