@@ -76,7 +76,12 @@ def main() -> int:
         for vec4s in args.knobs:
             for zero in (True, False):
                 os.environ["VK_ADAM_VEC4S"] = str(vec4s)
-                opt = vk_adam.AdamW(tensors, lr=1e-3, manager=mgr, profile=True, zero_grad=zero)
+                try:
+                    opt = vk_adam.AdamW(tensors, lr=1e-3, manager=mgr, profile=True, zero_grad=zero)
+                except (vk_adam.DeviceCapabilityError, vk_adam.DeviceMemoryError) as exc:
+                    print(f"{config:6s} not on this device: {exc}", flush=True)
+                    rows.append({"config": config, "vec4s": vec4s, "zero_grad": zero, "error": str(exc)})
+                    continue
                 try:
                     times: list[float] = []
                     for i in range(args.steps + 2):
