@@ -331,9 +331,7 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 
 // fp16 vec4s: one test and one branch per vec4 for the rare values (subnormal, inf, NaN) that
 // take the exact slow paths, and the four common values by their fast paths. A branch per value
-// costs more than the conversion it guards (measured: benchmarks/h200/format_costs.py). The slow
-// paths go lane by lane in a loop the driver keeps: unrolled, their temporaries would set the
-// shader's register count, and so how many subgroups stay resident, for the common case too.
+// costs more than the conversion it guards (measured: benchmarks/h200/format_costs.py).
 
 // Four halves (two words, the first in the low bits) to fp32, exactly: unpackHalf2x16 converts
 // normal numbers and zeros exactly on every device; a vec4 with a subnormal (which a device may
@@ -345,11 +343,7 @@ vec4 vk_adam_f16x4_to_f32(uvec2 w) {
     const uvec2 m = w & 0x7FFF7FFFu;
     const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
     if ((odd.x | odd.y) != 0u) {
-        vec4 v;
-        [[dont_unroll]] for (uint l = 0u; l < 4u; l++) {
-            v[l] = vk_adam_f16_to_f32(((l < 2u ? w.x : w.y) >> (16u * (l & 1u))) & 0xFFFFu);
-        }
-        return v;
+        return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
     }
     return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
 }
@@ -370,7 +364,8 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
         if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {
             h = ((u >> 16) & 0x8000u) | ((a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13);
         } else {
-            [[dont_unroll]] for (uint l = 0u; l < 4u; l++) h[l] = vk_adam_f16_nearest(v[l]);
+            h = uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z),
+                      vk_adam_f16_nearest(v.w));
         }
     } else {
         h = uvec4(vk_adam_bf16_nearest(v.x), vk_adam_bf16_nearest(v.y), vk_adam_bf16_nearest(v.z),
@@ -403,7 +398,8 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
         if (all(lessThan(a - 0x38800000u, uvec4(0x7F800000u - 0x38800000u)))) {
             h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
         } else {
-            [[dont_unroll]] for (uint l = 0u; l < 4u; l++) h[l] = vk_adam_f16_stochastic(v[l], r[l]);
+            h = uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
+                      vk_adam_f16_stochastic(v.z, r.z), vk_adam_f16_stochastic(v.w, r.w));
         }
     } else {
         h = uvec4(vk_adam_bf16_stochastic(v.x, r.x), vk_adam_bf16_stochastic(v.y, r.y),
