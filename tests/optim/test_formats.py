@@ -591,3 +591,33 @@ def test_every_finite_16_bit_param_is_unpacked_exactly(name):
         assert not np.any(wide.view(np.uint32) & 0xFFFF)  # an fp32 step of these stays on bf16 values
         expected[sub] = (wide.view(np.uint32) >> 16).astype(np.uint16)
     np.testing.assert_array_equal(p.view(np.uint16), expected)
+
+
+@pytest.mark.parametrize("stochastic_rounding", [True, False], ids=["sr", "master"])
+def test_fp16_vec4s_with_one_value_off_the_fast_path(stochastic_rounding):
+    """fp16 params and gradients are converted a vec4 at a time: one test per vec4 sends it to
+    the exact slow paths when any lane is subnormal. Every lane position, next to normal values
+    and next to zeros, must come back as it went in (Adam with lr = 0), and each gradient lane
+    must reach the first moment exactly ((1 - beta1) * g in float32)."""
+    odd = np.array([0x0001, 0x03FF, 0x8001, 0x8200], np.uint16)  # fp16 subnormals, both signs
+    neighbours = [
+        np.array([1.0, -2.5, 0.1, 3.0], np.float16).view(np.uint16),
+        # +0 only: -0 - (+-0), the step of a zero param, is -0 or +0 by the gradient's sign
+        np.zeros(4, np.float16).view(np.uint16),
+    ]
+    vecs = [n.copy() for n in neighbours]  # vec4s with nothing off the fast path
+    for base in neighbours:
+        for bits in odd:
+            for lane in range(4):
+                v = base.copy()
+                v[lane] = bits
+                vecs.append(v)
+    p = np.concatenate(vecs).view(np.float16)
+    g = np.concatenate(vecs[::-1]).view(np.float16)  # other vec4s' mixes as gradients
+    before = p.view(np.uint16).copy()
+    with vk_adam.Adam([p], lr=0.0, stochastic_rounding=stochastic_rounding, state_dtype="float32") as opt:
+        opt.step([g])
+        exp_avg = np.asarray(opt.state_dict()["state"][0]["exp_avg"], np.float32)
+    np.testing.assert_array_equal(p.view(np.uint16), before)
+    want = np.float32(1 - 0.9) * g.astype(np.float32)
+    np.testing.assert_array_equal(exp_avg.view(np.uint32), want.view(np.uint32))
