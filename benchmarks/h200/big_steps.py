@@ -3,10 +3,12 @@ counts, with the gradient zeroing on and off, under the loop-shape knobs of the 
 8-bit state. A probe for ``benchmarks/largest_step.py`` on cards with less memory than it needs.
 
     python benchmarks/h200/big_steps.py --out DIR [--configs 1x28 8x28 4x30] [--knobs 1 2 4]
+        [--caps 0 1024 4096] [--zero-grad both|on|off]
 
 A config ``PxE`` is P kp tensors of 2^E elements each. Each row: the median of ``--steps``
 synchronous steps' update dispatches (Vulkan timestamps), and its share of the copy bandwidth
-counting the bytes the step moves (28 per element, 32 with the gradient zeroing), against the
+under each workgroup cap of ``--caps`` ($VK_ADAM_MAX_WORKGROUPS; 0: the default), counting the
+bytes the step moves (28 per element, 32 with the gradient zeroing), against the
 Vulkan copy shader (``copy_GBps``) and, where CUDA is present, torch's copy of 4 GiB (the
 yardstick of largest_step.py). Writes DIR/big_steps.json and prints a table.
 """
@@ -44,6 +46,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--configs", nargs="+", default=["1x28", "8x28", "4x30"])
     ap.add_argument("--knobs", nargs="+", type=int, default=[1, 2, 4], help="$VK_ADAM_VEC4S values")
+    ap.add_argument(
+        "--caps", nargs="+", type=int, default=[0], help="$VK_ADAM_MAX_WORKGROUPS values (0: unset)"
+    )
+    ap.add_argument("--zero-grad", choices=["both", "on", "off"], default="both")
     ap.add_argument("--steps", type=int, default=7)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -73,45 +79,53 @@ def main() -> int:
             regions = [(0, at, min(block.nbytes, 4 * n - at)) for at in range(0, 4 * n, block.nbytes)]
             mgr.sequence().eval(copy_regions_op(tile, t, regions))
             tensors.append(t)
-        for vec4s in args.knobs:
-            for zero in (True, False):
-                os.environ["VK_ADAM_VEC4S"] = str(vec4s)
-                try:
-                    opt = vk_adam.AdamW(tensors, lr=1e-3, manager=mgr, profile=True, zero_grad=zero)
-                except (vk_adam.DeviceCapabilityError, vk_adam.DeviceMemoryError) as exc:
-                    print(f"{config:6s} not on this device: {exc}", flush=True)
-                    rows.append({"config": config, "vec4s": vec4s, "zero_grad": zero, "error": str(exc)})
-                    continue
-                try:
-                    times: list[float] = []
-                    for i in range(args.steps + 2):
-                        warmer.warm()
-                        opt.step()
-                        if i >= 2 and opt.last_gpu_seconds is not None:
-                            times.append(opt.last_gpu_seconds)
-                finally:
-                    opt.close()
-                ms = 1e3 * statistics.median(times)
-                moved = (32 if zero else 28) * parts * n
-                row = {
-                    "config": config,
-                    "elements": parts * n,
-                    "vec4s": vec4s,
-                    "zero_grad": zero,
-                    "gpu_ms": ms,
-                    "of_copy_shader": moved / (ms / 1e3) / copy,
-                    "of_torch_copy": moved / (ms / 1e3) / torch_copy if torch_copy else None,
-                }
-                rows.append(row)
-                print(
-                    f"{config:6s} vec4s={vec4s} zero_grad={zero!s:5s} {ms:9.3f} ms  "
-                    f"{100 * row['of_copy_shader']:.1f}% of copy shader"
-                    + (f", {100 * row['of_torch_copy']:.1f}% of torch's copy" if torch_copy else ""),
-                    flush=True,
+        zeros = {"both": (True, False), "on": (True,), "off": (False,)}[args.zero_grad]
+        for vec4s, cap, zero in ((v, c, z) for v in args.knobs for c in args.caps for z in zeros):
+            os.environ["VK_ADAM_VEC4S"] = str(vec4s)
+            if cap:
+                os.environ["VK_ADAM_MAX_WORKGROUPS"] = str(cap)
+            else:
+                os.environ.pop("VK_ADAM_MAX_WORKGROUPS", None)
+            try:
+                opt = vk_adam.AdamW(tensors, lr=1e-3, manager=mgr, profile=True, zero_grad=zero)
+            except (vk_adam.DeviceCapabilityError, vk_adam.DeviceMemoryError) as exc:
+                print(f"{config:6s} not on this device: {exc}", flush=True)
+                rows.append(
+                    {"config": config, "vec4s": vec4s, "cap": cap, "zero_grad": zero, "error": str(exc)}
                 )
+                continue
+            try:
+                times: list[float] = []
+                for i in range(args.steps + 2):
+                    warmer.warm()
+                    opt.step()
+                    if i >= 2 and opt.last_gpu_seconds is not None:
+                        times.append(opt.last_gpu_seconds)
+            finally:
+                opt.close()
+            ms = 1e3 * statistics.median(times)
+            moved = (32 if zero else 28) * parts * n
+            row = {
+                "config": config,
+                "elements": parts * n,
+                "vec4s": vec4s,
+                "cap": cap,
+                "zero_grad": zero,
+                "gpu_ms": ms,
+                "of_copy_shader": moved / (ms / 1e3) / copy,
+                "of_torch_copy": moved / (ms / 1e3) / torch_copy if torch_copy else None,
+            }
+            rows.append(row)
+            print(
+                f"{config:6s} vec4s={vec4s} cap={cap or 'default':7} zero_grad={zero!s:5s} {ms:9.3f} ms  "
+                f"{100 * row['of_copy_shader']:.1f}% of copy shader"
+                + (f", {100 * row['of_torch_copy']:.1f}% of torch's copy" if torch_copy else ""),
+                flush=True,
+            )
         for t in tensors:
             t.destroy()
     os.environ.pop("VK_ADAM_VEC4S", None)
+    os.environ.pop("VK_ADAM_MAX_WORKGROUPS", None)
     tile.destroy()
     warmer.close()
     rt.close()
