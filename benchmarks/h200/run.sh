@@ -52,7 +52,7 @@
 #             first compares the exact builds bit for bit; $COST_HARNESS, NAME=PATH harness-file
 #             builds; COSTS=0 leaves it out), and with BIG_STEPS=1 big.txt and big/
 #             (big_steps.py: large fp32 steps with and without the gradient zeroing;
-#             $BIG_CONFIGS, $BIG_KNOBS)
+#             $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -166,7 +166,8 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
       start=$(date +%s)
       # shellcheck disable=SC2086
       timeout "${BIG_SECONDS:-150}" "$PYTHON" benchmarks/h200/big_steps.py ${BIG_CONFIGS:+--configs $BIG_CONFIGS} \
-        ${BIG_KNOBS:+--knobs $BIG_KNOBS} --out "$OUT/big" > "$OUT/big.txt" 2>&1
+        ${BIG_KNOBS:+--knobs $BIG_KNOBS} ${BIG_CAPS:+--caps $BIG_CAPS} ${BIG_ZERO:+--zero-grad $BIG_ZERO} \
+        --out "$OUT/big" > "$OUT/big.txt" 2>&1
       echo "big steps rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/big.txt"
     fi
     exit 0;;
