@@ -18,9 +18,11 @@ weights are:
 
 torch steps the same parts as one list. Timings: median of ``--steps`` synchronous steps after
 one warm-up; vk-adam's GPU time from Vulkan timestamps, torch's from CUDA events. Copy bandwidth:
-torch's device-to-device copy of a 4 GiB tensor in the same run. Inputs are a 2^24-element random
-block repeated (drawing billions of normals on the host would take minutes; the step's time does
-not depend on the values).
+torch's device-to-device copy of a 4 GiB tensor in the same run (``share_of_copy_bandwidth``),
+and the same copy repeated back to back over as many bytes as vk-adam's step moves
+(``share_of_sustained_copy``: the rate the GPU holds for as long as the step runs). Inputs are a
+2^24-element random block repeated (drawing billions of normals on the host would take minutes;
+the step's time does not depend on the values).
 """
 
 from __future__ import annotations
@@ -37,21 +39,27 @@ import numpy as np
 import torch  # before kp: on the H200 image kp's import first breaks torch's (KOMPUTE.md)
 
 
-def copy_bandwidth() -> float:
-    """Bytes per second of a device-to-device copy of 4 GiB (read + write counted)."""
+def copy_bandwidth(moved: int = 0) -> float:
+    """Bytes per second of a device-to-device copy of 4 GiB (read + write counted). With
+    ``moved``, of back-to-back copies of 4 GiB that move about ``moved`` bytes in one timed span:
+    the copy sustained as long as a step that moves as much (a short copy may run at a rate the
+    GPU does not hold for tens of milliseconds)."""
     src = torch.empty(1 << 30, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
+    once = 2 * src.numel() * src.element_size()
+    copies = max(1, round(moved / once))
     times = []
-    for _ in range(6):
+    for _ in range(6 if copies == 1 else 4):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        dst.copy_(src)
+        for _ in range(copies):
+            dst.copy_(src)
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     del src, dst
     torch.cuda.empty_cache()
-    return 2 * 4 * (1 << 30) / statistics.median(times[1:])
+    return copies * once / statistics.median(times[1:])
 
 
 def torch_step(n: int, parts: int, bf16: bool, steps: int) -> dict:
@@ -197,12 +205,15 @@ def main() -> None:
     n, bf16 = args.elements, args.bf16_int8
     cuda = torch.cuda.is_available()
     bandwidth = copy_bandwidth() if cuda else None
+    # vk-adam's step moves 32 bytes per fp32 element (12 for bf16 + int8)
+    sustained = copy_bandwidth((12 if bf16 else 32) * n) if cuda else None
     rows: dict = {
         "elements": n,
         "params": len(split(n, args.parts)),
         "format": "bf16 params + int8 state" if bf16 else "fp32",
     }
     rows["copy_GBps"] = bandwidth / 1e9 if bandwidth else None
+    rows["sustained_copy_GBps"] = sustained / 1e9 if sustained else None
     try:
         rows["torch"] = torch_step(n, args.parts, bf16, args.steps) if cuda else {"error": "no CUDA device"}
     except Exception as exc:
@@ -218,6 +229,10 @@ def main() -> None:
     for key in ("torch", "vk_adam"):
         if "gpu_ms" in rows[key] and bandwidth:
             rows[key]["share_of_copy_bandwidth"] = moved[key] * n / (rows[key]["gpu_ms"] / 1e3) / bandwidth
+            if sustained:
+                rows[key]["share_of_sustained_copy"] = (
+                    moved[key] * n / (rows[key]["gpu_ms"] / 1e3) / sustained
+                )
     name = "largest-bf16-int8.json" if bf16 else "largest-fp32.json"
     (args.out / name).write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows, indent=2))

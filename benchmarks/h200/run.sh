@@ -34,8 +34,9 @@
 #   verify    info.txt; suite.txt: the whole suite under validation on $WORKERS (default 6) xdist
 #             workers, then the tests marked exclusive alone
 #   scale     largest-*.json (benchmarks/largest_step.py: 6 * 2^30 fp32 elements on kp tensors and
-#             12 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16) and zero/
-#             (vk-adam bench --cases zero --ranks 2)
+#             12 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16; 0 leaves it out),
+#             big.txt and big/ with BIG_STEPS=1 (as in formats), and zero/ (vk-adam bench --cases
+#             zero --ranks 2; ZERO=0 leaves it out)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 #   boundaries  tests.txt: the NumPy-path tests (host imports, device_params, buffer sets,
 #             threaded copies, chunked staging) under validation; staging_chunks.txt/.json
@@ -51,8 +52,8 @@
 #             release; $COST_SIZES, default 24 28; $COST_BUILDS, default all; COST_CHECK=1
 #             first compares the exact builds bit for bit; $COST_HARNESS, NAME=PATH harness-file
 #             builds; COSTS=0 leaves it out), and with BIG_STEPS=1 big.txt and big/
-#             (big_steps.py: large fp32 steps with and without the gradient zeroing;
-#             $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO)
+#             (big_steps.py: large fp32 steps with and without the gradient zeroing, under
+#             workgroup caps; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -65,7 +66,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/{/^#/p}' "$0" | cut -c3-; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (--out DIR)" >&2; exit 2 ;;
     *) mode="$1"; shift ;;
   esac
@@ -83,6 +84,17 @@ tests_named() {
     found="$(find tests -name "$name.py" -print -quit)"
     echo "${found:-tests/$name.py}"
   done
+}
+
+# With BIG_STEPS=1: big.txt and big/ (big_steps.py; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO).
+big_steps() {
+  [ "${BIG_STEPS:-0}" = 1 ] || return 0
+  local start; start=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout "${BIG_SECONDS:-150}" "$PYTHON" benchmarks/h200/big_steps.py ${BIG_CONFIGS:+--configs $BIG_CONFIGS} \
+    ${BIG_KNOBS:+--knobs $BIG_KNOBS} ${BIG_CAPS:+--caps $BIG_CAPS} ${BIG_ZERO:+--zero-grad $BIG_ZERO} \
+    --out "$OUT/big" > "$OUT/big.txt" 2>&1
+  echo "big steps rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/big.txt"
 }
 
 export PYTHON=/opt/torch/.venv/bin/python
@@ -162,14 +174,7 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
         --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
       echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
     fi
-    if [ "${BIG_STEPS:-0}" = 1 ]; then
-      start=$(date +%s)
-      # shellcheck disable=SC2086
-      timeout "${BIG_SECONDS:-150}" "$PYTHON" benchmarks/h200/big_steps.py ${BIG_CONFIGS:+--configs $BIG_CONFIGS} \
-        ${BIG_KNOBS:+--knobs $BIG_KNOBS} ${BIG_CAPS:+--caps $BIG_CAPS} ${BIG_ZERO:+--zero-grad $BIG_ZERO} \
-        --out "$OUT/big" > "$OUT/big.txt" 2>&1
-      echo "big steps rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/big.txt"
-    fi
+    big_steps
     exit 0;;
   suite)
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
@@ -197,12 +202,16 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
     # fp32: 6 * 2^30 elements in 8 kp tensors of 3 GiB (within maxMemoryAllocationSize); bf16 +
     # int8: twice that in 16 NumPy arrays (the host holds the arrays, 48 GiB, and vk-adam's param
     # and gradient staging copies, 48 GiB more)
-    for run in "--elements $((6 << 30))" "--elements ${LARGEST_BF16:-$((12 << 30))} --parts 16 --bf16-int8"; do
+    # LARGEST_BF16=0 leaves the bf16 + int8 step out
+    runs=("--elements $((6 << 30))")
+    [ "${LARGEST_BF16:-}" = 0 ] || runs+=("--elements ${LARGEST_BF16:-$((12 << 30))} --parts 16 --bf16-int8")
+    for run in "${runs[@]}"; do
       # shellcheck disable=SC2086
       timeout "${LARGEST_SECONDS:-230}" "$PYTHON" benchmarks/largest_step.py $run \
         --out "$OUT" > "$OUT/largest-${run##* }.log" 2>&1
       echo "largest $run rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-${run##* }.log" | tail -30
     done
+    big_steps
     { [ "$mode" = diagnose ] || [ "${ZERO:-1}" = 0 ]; } && exit 0
     timeout 130 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
     echo "zero rc=$?"; tail -16 "$OUT/zero.log"
