@@ -116,11 +116,10 @@ TABLE_WORDS = 2 * MAP_WORDS
 NO_THRESHOLD = 0x10000
 
 
-def _bucket_entries(signed: bool) -> npt.NDArray[np.uint32]:
-    """Per bucket: the code at its lower edge (bits 0..7) and its threshold (bits 8..24): the
-    smallest low 16 bits of a float32 in the bucket that takes the next code (the threshold's
-    bits 15..8 rounded up, times 256), or ``NO_THRESHOLD``. One word per bucket, so that the
-    shader's lookup is one read, one mask, one shift and one compare."""
+def bucket_codes(signed: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per bucket of a map: the code at its lower edge, and its threshold: the smallest low 16
+    bits of a float32 in the bucket that takes the next code (the threshold's bits 15..8 rounded
+    up, times 256), or ``NO_THRESHOLD``."""
     t = _THRESHOLDS[signed][:255]
     edges = ((np.arange(TABLE_BUCKETS + 1, dtype=np.uint32) + TABLE_FIRST_BUCKET) << np.uint32(16)).view(
         np.float32
@@ -137,10 +136,26 @@ def _bucket_entries(signed: bool) -> npt.NDArray[np.uint32]:
     # to the next bucket's start (the next bucket's code counts it already)
     code = np.where(inside & (ceil_pos == 0), code + 1, code)
     threshold = np.where(inside & (ceil_pos >= 1) & (ceil_pos <= 255), ceil_pos << 8, NO_THRESHOLD)
-    return (code | (threshold << 8)).astype(np.uint32)
+    return code, threshold
+
+
+def _bucket_entries(signed: bool) -> npt.NDArray[np.uint32]:
+    """One word per bucket b, so that the shader's lookup of a value's code is one read, one add
+    and one shift: ``(entry + bits) >> 16``, ``bits`` the value's float32 bits (clamped into the
+    buckets). The entry is ``code << 16`` plus ``0x10000 - threshold`` (a carry into the code
+    exactly when the value's low 16 bits reach the threshold; none when there is no threshold),
+    minus the bucket's own bits (``b << 16``) that ``bits`` adds back, modulo 2**32."""
+    code, threshold = bucket_codes(signed)
+    bucket = np.arange(TABLE_BUCKETS, dtype=np.int64) + TABLE_FIRST_BUCKET
+    return (((code << 16) + (0x10000 - threshold) - (bucket << 16)) & 0xFFFFFFFF).astype(np.uint32)
 
 
 _ENTRIES = {True: _bucket_entries(True), False: _bucket_entries(False)}
+#: float32 bits of the first and last value the buckets hold: a value's bits are clamped into
+#: them (tiny values, and values past 2 or NaN, then take the first and last bucket's code;
+#: a negative value, -0.0 included, is below every bucket: the unsigned map's code 0).
+BITS_FIRST = TABLE_FIRST_BUCKET << 16
+BITS_LAST = ((TABLE_FIRST_BUCKET + TABLE_BUCKETS) << 16) - 1
 
 
 def quant_tables() -> npt.NDArray[np.uint32]:
@@ -158,13 +173,13 @@ def _codes_of_normalized(x: npt.NDArray[Any], signed: bool) -> npt.NDArray[np.ui
     """The harness's quantizer on normalized values (float32): a value's bucket's code, plus
     one at or past the bucket's threshold (the nearest map value, the threshold rounded to
     1/256 of a bucket: 2**-15 relative). Negative values mirror their magnitude's code in
-    the signed map (its +1 has no mirror: the most negative code, 0, stands in)."""
+    the signed map (its +1 has no mirror: the most negative code, 0, stands in); in the
+    unsigned map they take code 0."""
     x32 = np.asarray(x, np.float32)
-    a = np.abs(x32) if signed else np.maximum(x32, np.float32(0))
-    bits = a.view(np.uint32).astype(np.int64)
-    bucket = np.clip((bits >> 16) - TABLE_FIRST_BUCKET, 0, TABLE_BUCKETS - 1)
-    entry = _ENTRIES[signed][bucket].astype(np.int64)
-    code = (entry & 0xFF) + ((bits & 0xFFFF) >= (entry >> 8))
+    a = np.abs(x32) if signed else x32
+    bits = np.clip(a.view(np.int32).astype(np.int64), BITS_FIRST, BITS_LAST)
+    entry = _ENTRIES[signed][(bits >> 16) - TABLE_FIRST_BUCKET].astype(np.int64)
+    code = ((entry + bits) & 0xFFFFFFFF) >> 16
     if signed:
         code = np.where(x32 < 0, 254 - np.minimum(code, 254), code)
     out: npt.NDArray[np.uint8] = code.astype(np.uint8)

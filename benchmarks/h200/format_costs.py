@@ -5,8 +5,8 @@ timed against the release build, interleaved step by step, at 2^24 and 2^28 elem
 
 Builds (each a copy of vk_adam/include with one part replaced; only ``release`` gives correct
 results, the others are for timing):
-  release        the harness as shipped (one word per bucket entry, read in place; the map
-                 values in shared memory)
+  release        the harness as shipped (one word per bucket entry, read in place, the code
+                 one add and one shift from it; the map values in shared memory)
   map-in-place   the map values read from the table buffer, through the L1 cache, as the
                  bucket entries are (the harness before format_costs.py measured the two)
   quant-arith    the quantizer without its bucket table: the decade by seven compares, the step
@@ -17,6 +17,8 @@ results, the others are for timing):
   bare           no-tables, and the rule's math replaced by one multiply-add per value: what the
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
                  cost on their own (a floor with the same bytes and the same loop)
+  entry8         harness 8's quantizer: the bucket's code and threshold apart in its word (a
+                 mask, a shift and a compare more per value), with harness 8's table
   entry16        the quantizer before harness 8: two 16-bit bucket entries per word (a
                  half-word select and byte extracts per value), the table of 14 KiB
   sr-half-hash   one hash of the rounding stream per two values (16 bits each): other random
@@ -97,6 +99,17 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
 }"""
 # Harness 7's quantizer: two 16-bit entries per word, the code (low byte) and the threshold's
 # position in the bucket (high byte, in 1/256ths; 0: none).
+# Harness 8's quantizer: per bucket word the code (low byte) and the threshold (bits 8..24).
+CODE_OF_8 = """uint vk_adam_code_of(float a, uint map) {
+    uint bits = floatBitsToUint(a);
+    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
+                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
+    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
+    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+}"""
+# Before harness 9 the unsigned map's values were clamped at 0 in float (their bits as uint).
+UNSIGNED_CALL = "        return vk_adam_code_of(x, VK_ADAM_MAP_WORDS);\n"
+UNSIGNED_CALL_8 = "        return vk_adam_code_of(max(x, 0.0), VK_ADAM_MAP_WORDS);\n"
 CODE_OF_16 = """uint vk_adam_code_of(float a, uint map) {
     uint bits = floatBitsToUint(a);
     uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
@@ -150,7 +163,13 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
         (LOAD_MAP, ""),
         (UPDATE_CALL, BARE_UPDATE),
     ],
-    "entry16": [(CODE_OF, CODE_OF_16), (MAP_WORDS_32, MAP_WORDS_16), (MAP_VALUES_32, MAP_VALUES_16)],
+    "entry8": [(CODE_OF, CODE_OF_8), (UNSIGNED_CALL, UNSIGNED_CALL_8)],
+    "entry16": [
+        (CODE_OF, CODE_OF_16),
+        (UNSIGNED_CALL, UNSIGNED_CALL_8),
+        (MAP_WORDS_32, MAP_WORDS_16),
+        (MAP_VALUES_32, MAP_VALUES_16),
+    ],
     "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
     "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
     "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
@@ -175,23 +194,34 @@ KNOBS: dict[str, dict[str, str]] = {
     "wgsize512": {"VK_ADAM_WORKGROUP_SIZE": "512"},
 }
 #: The builds whose codes are the release's (checked by --check).
-EXACT = ["release", "map-in-place", "entry16", *KNOBS]
+EXACT = ["release", "map-in-place", "entry8", "entry16", *KNOBS]
+
+
+def tables_8() -> Any:
+    """The table buffer of harness 8 (the entry8 build): per map one word per bucket, the code
+    (bits 0..7) and the threshold (bits 8..24), then the 256 map values."""
+    from vk_adam import _formats as fmt
+
+    words = RELEASE_TABLES[0]().copy()
+    for offset, signed in ((0, True), (fmt.MAP_WORDS, False)):
+        code, threshold = fmt.bucket_codes(signed)
+        words[offset : offset + fmt.TABLE_BUCKETS] = (code | (threshold << 8)).astype(np.uint32)
+    return words
 
 
 def tables_16() -> Any:
-    """The table buffer of harness 7 (the entry16 build), from the release's: per map 1,536 words
-    of two 16-bit bucket entries (the code; the threshold's position in 1/256ths of the bucket,
-    0: none), then the 256 map values."""
+    """The table buffer of harness 7 (the entry16 build): per map 1,536 words of two 16-bit
+    bucket entries (the code; the threshold's position in 1/256ths of the bucket, 0: none), then
+    the 256 map values."""
     from vk_adam import _formats as fmt
 
     release = RELEASE_TABLES[0]()
     half = fmt.TABLE_BUCKETS // 2
     words = np.zeros(2 * (half + 256), np.uint32)
-    for old, new in ((0, 0), (half + 256, fmt.MAP_WORDS)):
-        e = release[new : new + fmt.TABLE_BUCKETS]
-        threshold = e >> 8
+    for old, new, signed in ((0, 0, True), (half + 256, fmt.MAP_WORDS, False)):
+        code, threshold = fmt.bucket_codes(signed)
         position = np.where(threshold == fmt.NO_THRESHOLD, 0, threshold >> 8)
-        words[old : old + half] = ((e & 0xFF) | (position << 8)).astype(np.uint16).view(np.uint32)
+        words[old : old + half] = (code | (position << 8)).astype(np.uint16).view(np.uint32)
         words[old + half : old + half + 256] = release[new + fmt.TABLE_BUCKETS : new + fmt.MAP_WORDS]
     return words
 
@@ -199,7 +229,7 @@ def tables_16() -> Any:
 #: The release's table builder, saved before a build's replaces it (make()).
 RELEASE_TABLES: list[Any] = []
 #: Builds whose table buffer differs from the release's.
-TABLES = {"entry16": tables_16}
+TABLES = {"entry8": tables_8, "entry16": tables_16}
 
 #: (label, param dtype, stochastic rounding, state dtype) as the formats bench's rows.
 FORMATS = (

@@ -434,8 +434,9 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
 
 
 def test_the_harness_reads_the_table_layout_that_formats_writes():
-    """The shader's table constants are ``_formats``'s, and each bucket entry is a code and a
-    threshold the shader's one compare reads: a multiple of 256 below 2**16, or none."""
+    """The shader's table constants are ``_formats``'s, and each bucket's entry, plus the bits
+    of a value in the bucket, is the bucket's code plus one exactly when the value's low 16
+    bits reach its threshold (a multiple of 256 below 2**16, or none)."""
     from vk_adam.shaderc import INCLUDE_DIR
 
     source = (Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text()
@@ -445,11 +446,16 @@ def test_the_harness_reads_the_table_layout_that_formats_writes():
     assert defines["VK_ADAM_TABLE_FIRST_BUCKET"] == f"({fmt.TABLE_FIRST_BUCKET >> 7}u << 7)"
     words = fmt.quant_tables()
     assert words.size == fmt.TABLE_WORDS == 2 * (fmt.TABLE_BUCKETS + 256)
+    bucket = np.arange(fmt.TABLE_BUCKETS, dtype=np.int64) + fmt.TABLE_FIRST_BUCKET
     for offset, signed in ((0, True), (fmt.MAP_WORDS, False)):
-        entries = words[offset : offset + fmt.TABLE_BUCKETS].astype(np.int64)
-        threshold = entries >> 8
+        code, threshold = fmt.bucket_codes(signed)
         assert np.all((threshold == fmt.NO_THRESHOLD) | ((threshold % 256 == 0) & (threshold < 2**16)))
-        assert np.all(np.diff(entries & 0xFF) >= 0)  # codes rise with the value
+        assert np.all(np.diff(code) >= 0) and code.max() <= 255  # codes rise with the value
+        assert np.all(code[threshold != fmt.NO_THRESHOLD] < 255)  # room for the carry
+        entries = words[offset : offset + fmt.TABLE_BUCKETS].astype(np.int64)
+        for low16 in (0, 255, 256, 0x7FFF, 0xFF00, 0xFFFF):  # the bucket's first bits to its last
+            got = ((entries + (bucket << 16) + low16) & 0xFFFFFFFF) >> 16
+            np.testing.assert_array_equal(got, code + (low16 >= threshold))
         values = words[offset + fmt.TABLE_BUCKETS : offset + fmt.MAP_WORDS].view(np.float32)
         assert values.tobytes() == fmt.dynamic_map(signed).astype(np.float32).tobytes()
 

@@ -6,7 +6,8 @@ did not have yet taken out of the SPIR-V (their ``SpecId`` decorations removed):
 registry reads of a shader is its interface, and every older harness lacks some of them (version
 8 added the version mark 31 with the quantization table of one word per bucket, 7 the step
 clock's 27..30, 6 ``VK_ADAM_PARAM_OUT``, 5 the workgroup size, 4 the vec4s per invocation, 3 the
-storage formats).
+storage formats). A version-8 shader has them all; its version mark's default value says 8 (the
+table's entries changed in 9), so its copy here is today's with that value set to 8.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from vk_adam.shaderc import INCLUDE_DIR
 from .test_registry import plugin
 
 MESSAGE = r"built against an older vk_adam_rule\.glsl; rebuild the plugin against this vk-adam"
-_OP_DECORATE, _SPEC_ID = 71, 1
+_OP_SPEC_CONSTANT, _OP_DECORATE, _SPEC_ID = 50, 71, 1
 #: The constants each older harness lacks, by its version (what a build against it reflects).
 LACKS = {
+    8: (),
     7: (31,),
     6: range(27, 32),
     5: range(26, 32),
@@ -66,6 +68,22 @@ def without_spec_ids(spirv: bytes, ids: set[int]) -> bytes:
     return struct.pack(f"<{len(out)}I", *out)
 
 
+def with_mark(spirv: bytes, version: int) -> bytes:
+    """``spirv`` with the default value of its version mark (SpecId 31) set to ``version``."""
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    i, mark, defaults = 5, None, {}
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if opcode == _OP_DECORATE and count == 4 and words[i + 2] == _SPEC_ID and words[i + 3] == 31:
+            mark = words[i + 1]
+        if opcode == _OP_SPEC_CONSTANT and count == 4:
+            defaults[words[i + 2]] = i + 3
+        i += count
+    assert mark is not None and mark in defaults, "the shader declares no version mark"
+    words[defaults[mark]] = version
+    return struct.pack(f"<{len(words)}I", *words)
+
+
 def older_adamw(tmp_path: Path, version: int) -> vk_adam.UpdateRule:
     """The built-in AdamW over shaders that reflect as built against harness ``version`` (base
     variant only: its package ships no subgroup variant)."""
@@ -74,9 +92,8 @@ def older_adamw(tmp_path: Path, version: int) -> vk_adam.UpdateRule:
     for key, variant in adamw.variants.items():
         spv = tmp_path / f"v{version}_{variant.spirv}.spv"
         if not spv.exists():
-            spv.write_bytes(
-                without_spec_ids((SPIRV_DIR / f"{variant.spirv}.spv").read_bytes(), set(LACKS[version]))
-            )
+            data = without_spec_ids((SPIRV_DIR / f"{variant.spirv}.spv").read_bytes(), set(LACKS[version]))
+            spv.write_bytes(with_mark(data, version) if HARNESS_MARK_SPEC_ID not in LACKS[version] else data)
         variants[key] = dataclasses.replace(variant, spirv=spv)
     return dataclasses.replace(adamw, name=f"adamw_harness{version}", variants=variants)
 
@@ -97,12 +114,23 @@ def test_every_registered_rule_shader_is_current():
 
 def test_what_makes_a_shader_current():
     current = frozenset({0, *HARNESS_SPEC_IDS} - {SUBGROUP_SIZE_SPEC_ID})
-    assert is_current_harness(ShaderInterface(frozenset(range(5)), 12, current, 8))
-    assert is_current_harness(ShaderInterface(frozenset(range(5)), 12, current | {SUBGROUP_SIZE_SPEC_ID}, 8))
+    bindings, version = frozenset(range(5)), HARNESS_VERSION
+    assert is_current_harness(ShaderInterface(bindings, 12, current, 8, version))
+    assert is_current_harness(ShaderInterface(bindings, 12, current | {SUBGROUP_SIZE_SPEC_ID}, 8, version))
     # a status block of 4 bytes: the skip flag only, no gradient scale (before clipping)
-    assert not is_current_harness(ShaderInterface(frozenset(range(5)), 12, current, 4))
+    assert not is_current_harness(ShaderInterface(bindings, 12, current, 4, version))
     for missing in sorted(current - {0}):
-        assert not is_current_harness(ShaderInterface(frozenset(range(5)), 12, current - {missing}, 8))
+        assert not is_current_harness(ShaderInterface(bindings, 12, current - {missing}, 8, version))
+    # every constant, but the version mark of another harness (8: the older quantization table)
+    for other in (0, 8, version + 1):
+        assert not is_current_harness(ShaderInterface(bindings, 12, current, 8, other))
+
+
+def test_the_reflected_version_is_the_mark_s_default_value(tmp_path):
+    spirv = (SPIRV_DIR / "adam.spv").read_bytes()
+    assert reflect(spirv).harness_version == HARNESS_VERSION
+    assert reflect(with_mark(spirv, 8)).harness_version == 8
+    assert reflect(without_spec_ids(spirv, {HARNESS_MARK_SPEC_ID})).harness_version == 0
 
 
 @pytest.mark.parametrize("version", sorted(LACKS))

@@ -20,7 +20,7 @@ _MAGIC = 0x07230203
 # Opcodes and enums from the SPIR-V specification (unified1).
 _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 21, 22, 23
 _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 28, 29, 30, 32
-_OP_CONSTANT, _OP_VARIABLE, _OP_DECORATE, _OP_MEMBER_DECORATE = 43, 59, 71, 72
+_OP_CONSTANT, _OP_SPEC_CONSTANT, _OP_VARIABLE, _OP_DECORATE, _OP_MEMBER_DECORATE = 43, 50, 59, 71, 72
 _DEC_ARRAY_STRIDE, _DEC_BINDING, _DEC_DESCRIPTOR_SET, _DEC_OFFSET, _DEC_SPEC_ID = 6, 33, 34, 35, 1
 _STORAGE_PUSH_CONSTANT = 9
 
@@ -35,15 +35,18 @@ class ShaderInterface:
     #: Size of the block at binding 2 (a rule's status buffer: skip flag and gradient scale);
     #: 0 when absent or not a plain struct.
     status_bytes: int = 0
+    #: The default value of the harness's version mark (``VK_ADAM_HARNESS``, SpecId 31): the
+    #: version of ``vk_adam_rule.glsl`` the shader was built against; 0 when it declares none.
+    harness_version: int = 0
 
 
 #: The version of ``vk_adam/include/vk_adam_rule.glsl`` (``VK_ADAM_HARNESS_VERSION``): the only
 #: one whose shaders vk-adam runs.
-HARNESS_VERSION = 8
+HARNESS_VERSION = 9
 #: Specialization-constant ids of the storage formats (16..21 formats, 22 the 8-bit loop's vec4s).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
-#: ``VK_ADAM_HARNESS``: declared by harness 8 and later, never supplied (its presence marks the
-#: harness whose quantization table has one word per bucket).
+#: ``VK_ADAM_HARNESS``: declared by harness 8 and later, never supplied; its default value is
+#: the harness's version (9: the bucket entries that carry the threshold into the code).
 HARNESS_MARK_SPEC_ID = 31
 #: Every specialization-constant id of the harness beyond 0: those the optimizer supplies (the
 #: storage formats, the loop shape (23: vec4s per invocation; 24: the subgroup variant's
@@ -59,11 +62,13 @@ STATUS_BYTES = 8
 def is_current_harness(interface: ShaderInterface) -> bool:
     """Whether a rule shader was built against this vk-adam's harness (:data:`HARNESS_VERSION`):
     it declares every specialization constant the optimizer supplies (the subgroup size only in
-    the subgroup variant) and reads the gradient scale from its status block. A shader built
-    against an older ``vk_adam_rule.glsl`` lacks some of them."""
+    the subgroup variant), reads the gradient scale from its status block, and its version mark
+    says this version. A shader built against an older ``vk_adam_rule.glsl`` lacks some of the
+    constants, or (version 8) marks itself 8: it would read the quantization table wrongly."""
     return (
         HARNESS_SPEC_IDS - {SUBGROUP_SIZE_SPEC_ID} <= interface.spec_ids
         and interface.status_bytes >= STATUS_BYTES
+        and interface.harness_version == HARNESS_VERSION
     )
 
 
@@ -109,6 +114,8 @@ def reflect(spirv: bytes) -> ShaderInterface:
     member_offsets: dict[tuple[int, int], int] = {}
     variables: list[tuple[int, int, int]] = []  # (type id, result id, storage class)
     spec_ids: set[int] = set()
+    spec_defaults: dict[int, int] = {}  # result id of an OpSpecConstant -> its default (one word)
+    mark_id = None  # the result id decorated SpecId HARNESS_MARK_SPEC_ID
     i = 5
     while i < len(words):
         count, opcode = words[i] >> 16, words[i] & 0xFFFF
@@ -127,12 +134,16 @@ def reflect(spirv: bytes) -> ShaderInterface:
             types[ops[0]] = (opcode, *ops[1:])
         elif opcode == _OP_CONSTANT:
             constants[ops[1]] = ops[2]
+        elif opcode == _OP_SPEC_CONSTANT and len(ops) == 3:
+            spec_defaults[ops[1]] = ops[2]
         elif opcode == _OP_VARIABLE:
             variables.append((ops[0], ops[1], ops[2]))
         elif opcode == _OP_DECORATE and len(ops) >= 3:
             decorations[(ops[0], ops[1])] = ops[2]
             if ops[1] == _DEC_SPEC_ID:
                 spec_ids.add(ops[2])
+                if ops[2] == HARNESS_MARK_SPEC_ID:
+                    mark_id = ops[0]
         elif opcode == _OP_MEMBER_DECORATE and len(ops) >= 4 and ops[2] == _DEC_OFFSET:
             member_offsets[(ops[0], ops[1])] = ops[3]
         i += count
@@ -168,4 +179,5 @@ def reflect(spirv: bytes) -> ShaderInterface:
                     status_bytes = max(status_bytes, size_of(types[type_id][2]))
                 except (KeyError, ValueError):  # e.g. a runtime array: not the harness's block
                     pass
-    return ShaderInterface(frozenset(bindings), push_bytes, frozenset(spec_ids), status_bytes)
+    version = spec_defaults.get(mark_id, 0) if mark_id is not None else 0
+    return ShaderInterface(frozenset(bindings), push_bytes, frozenset(spec_ids), status_bytes, version)

@@ -59,11 +59,12 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 8
+#define VK_ADAM_HARNESS_VERSION 9
 // The version as a specialization constant the host never supplies: its SpecId in the SPIR-V
-// tells the registry which harness a shader was built against (8: one word per bucket in the
-// quantization table; a shader of version 7 would read this table wrongly, so it is refused).
-layout(constant_id = 31) const uint VK_ADAM_HARNESS = 8u;
+// tells the registry which harness a shader was built against (9: a bucket's entry carries its
+// threshold into the code by one add; a shader of an earlier version would read this table
+// wrongly, so it is refused).
+layout(constant_id = 31) const uint VK_ADAM_HARNESS = 9u;
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -411,12 +412,14 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 // -- 8-bit blockwise state --------------------------------------------------------------------
 // The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
 // (quant_tables; 26 KiB): per map (signed at word 0, unsigned at VK_ADAM_MAP_WORDS) one word
-// per bucket of |x| (a float's top 15 bits, 2**-23 to 2): the code at the bucket's lower edge
-// (bits 0..7) and its one decision threshold as a value's low 16 bits (bits 8..24; 0x10000:
-// none), then the 256 map values. A value's code is its nearest map value's (the threshold
-// rounded to 1/256 of its bucket, 2**-15 relative; _formats._codes_of_normalized is the same
-// rule). One word per bucket makes the lookup one read, a mask, a shift and one compare (two
-// entries per word spent more instructions selecting and extracting). The entries are read in
+// per bucket of |x| (a float's top 15 bits, 2**-23 to 2), then the 256 map values. A value's
+// code is its nearest map value's: the code at its bucket's lower edge, plus one at or past
+// the bucket's one decision threshold (rounded to 1/256 of the bucket, 2**-15 relative;
+// _formats._codes_of_normalized is the same rule). The entry holds the code in bits 16..23 and
+// 0x10000 - threshold below them, less the bucket's own bits: adding the value's bits gives
+// the code, the low 16 bits reaching the threshold carrying one into it. So the lookup is one
+// read, one add and one shift per value (a mask, a shift and a compare more with the code and
+// threshold apart; more still with two entries per word, measured). The entries are read in
 // place, through the L1 cache: copying them into shared memory per workgroup costs
 // more than it saves. The 2 x 256 map values, read once per value loaded, are copied into
 // shared memory when a workgroup starts (2 KiB, one barrier): a dequantizing read then costs
@@ -434,18 +437,18 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 shared uint vk_adam_block_max[2][64 * VK_ADAM_STATE_SLOTS];
 #endif
 
-// The code of a >= 0 in the map whose table starts at word `map`.
+// The code of a in the map whose table starts at word `map`. Its bits are clamped into the
+// buckets as a signed integer: a tiny value takes the first bucket's code, one past 2 (or NaN)
+// the last's, and a negative one (-0.0 too) the first's: code 0 of the unsigned map.
 uint vk_adam_code_of(float a, uint map) {
-    uint bits = floatBitsToUint(a);
-    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
-                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
-    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
-    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+    const uint bits = uint(clamp(floatBitsToInt(a), int(VK_ADAM_TABLE_FIRST_BUCKET << 16),
+                                 int(((VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS) << 16) - 1u)));
+    return (vk_adam_tables[map + (bits >> 16) - VK_ADAM_TABLE_FIRST_BUCKET] + bits) >> 16;
 }
 
 uint vk_adam_quantize(float x, bool signed_map) {
     if (!signed_map) {
-        return vk_adam_code_of(max(x, 0.0), VK_ADAM_MAP_WORDS);
+        return vk_adam_code_of(x, VK_ADAM_MAP_WORDS);
     }
     // The signed map is symmetric but for +1 (code 255): a negative value takes its
     // magnitude's mirror image, down to the most negative value (code 0).
