@@ -508,6 +508,60 @@ def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng, variant):
     assert not np.any((emulated != nearest) & ~close)
 
 
+# A rule whose nonnegative state buffer gets -0.0, negative and positive values by lane.
+_SIGNS_RULE = """#version 450
+#extension GL_GOOGLE_include_directive : require
+#define VK_ADAM_STATE_COUNT 1
+#define VK_ADAM_HYPER_COUNT 1
+#include "vk_adam_rule.glsl"
+
+void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
+    const vec4 a = abs(g);
+    s[0] = vec4(uintBitsToFloat(0x80000000u), -a.y, a.z, a.w);  // -0.0, negative, positive
+    p -= HYPER(0) * g;
+}
+"""
+
+
+def test_negative_values_and_minus_zero_take_code_0_in_the_unsigned_map(tmp_path, rng, variant):
+    """A nonnegative state buffer's map has no negative codes: -0.0 and negative values take
+    code 0 (the value 0), on every device (-0.0 used to take +1's code where max(-0.0, 0.0) is
+    -0.0), and positive values beside them the emulated quantizer's codes."""
+    import shutil
+
+    from vk_adam import ShaderVariant, StateBuffer, UpdateRule
+    from vk_adam.shaderc import compile_shaders
+
+    if shutil.which("glslangValidator") is None or shutil.which("spirv-val") is None:
+        pytest.skip("glslangValidator and spirv-val are needed to compile the test rule's shader")
+    (tmp_path / "signs.comp").write_text(_SIGNS_RULE)
+    spv = next(p for p in compile_shaders(tmp_path, tmp_path / "spirv") if p.name == "signs.spv")
+    rule = UpdateRule(
+        name="signs",
+        defaults={"lr": 1e-3},
+        variants={"main": ShaderVariant(spv, (StateBuffer("s", nonnegative=True),), hyper_count=1)},
+        select_variant=lambda h: "main",
+        push_constants=lambda h, step: (h["lr"],),
+        reference=lambda param, grad, state, h, step: None,
+    )
+    n = 8192  # 8-bit state from 4,096 elements
+    g = (rng.uniform(0.1, 1.0, n) * rng.choice([-1.0, 1.0], n)).astype(np.float32)
+    with vk_adam.Optimizer([np.zeros(n, np.float32)], rule, state_dtype="int8-blockwise") as opt:
+        opt.step([g])
+        state = opt.state_dict()["state"][0]
+    codes, absmax = np.asarray(state["s"]), np.asarray(state["s.absmax"])
+    lane = np.arange(n) % 4
+    assert np.all(codes[lane < 2] == 0), np.flatnonzero(codes[lane < 2])[:5]
+    # a block's absmax counts the negative values' magnitudes too
+    np.testing.assert_array_equal(
+        absmax, np.where(lane == 0, 0, np.abs(g)).reshape(-1, fmt.BLOCK).max(axis=1)
+    )
+    values = np.where(lane < 2, 0.0, np.abs(g)).astype(np.float64)
+    expected = fmt.codes_for(values, absmax, signed=False)
+    assert np.all(np.abs(codes[lane >= 2].astype(int) - expected[lane >= 2].astype(int)) <= 1)
+    assert np.all(codes[lane >= 2] > 0)
+
+
 def test_a_rule_can_keep_a_state_buffer_fp32(rng, vk_seed):
     """StateBuffer(keep_fp32=True) stays fp32 under any state_dtype; check_rule still passes."""
     import dataclasses
