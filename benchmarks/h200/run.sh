@@ -35,8 +35,8 @@
 #             workers, then the tests marked exclusive alone
 #   scale     largest-*.json (benchmarks/largest_step.py: 6 * 2^30 fp32 elements on kp tensors and
 #             12 * 2^30 bf16 NumPy elements with int8 state, or $LARGEST_BF16; 0 leaves it out),
-#             big.txt and big/ with BIG_STEPS=1 (as in formats), and zero/ (vk-adam bench --cases
-#             zero --ranks 2; ZERO=0 leaves it out)
+#             costs.txt and costs/ with COSTS=1 and big.txt and big/ with BIG_STEPS=1 (as in
+#             formats), and zero/ (vk-adam bench --cases zero --ranks 2; ZERO=0 leaves it out)
 #   bench-main  bench/ (vk-adam bench, the main cases), then the tests marked exclusive, alone
 #   boundaries  tests.txt: the NumPy-path tests (host imports, device_params, buffer sets,
 #             threaded copies, chunked staging) under validation; staging_chunks.txt/.json
@@ -86,6 +86,15 @@ tests_named() {
   done
 }
 
+# costs.txt and costs/ (format_costs.py; $COST_SIZES, $COST_BUILDS, $COST_HARNESS, COST_CHECK=1).
+costs() {
+  local start; start=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout "${COST_SECONDS:-280}" "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} \
+    ${COST_BUILDS:+--builds $COST_BUILDS} ${COST_HARNESS:+--harness $COST_HARNESS} ${COST_CHECK:+--check} \
+    --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
+  echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
+}
 # With BIG_STEPS=1: big.txt and big/ (big_steps.py; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO).
 big_steps() {
   [ "${BIG_STEPS:-0}" = 1 ] || return 0
@@ -166,14 +175,7 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
         --cpu-max-elements 0 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
       echo "bench rc=$? in $(( $(date +%s) - start )) s"; sed -n '/^| case/,$p' "$OUT/bench.log" | tail -40
     fi
-    if [ "${COSTS:-1}" = 1 ]; then
-      start=$(date +%s)
-      # shellcheck disable=SC2086
-      timeout "${COST_SECONDS:-280}" "$PYTHON" benchmarks/h200/format_costs.py --sizes ${COST_SIZES:-24 28} \
-        ${COST_BUILDS:+--builds $COST_BUILDS} ${COST_HARNESS:+--harness $COST_HARNESS} ${COST_CHECK:+--check} \
-        --out "$OUT/costs" > "$OUT/costs.txt" 2>&1
-      echo "costs rc=$? in $(( $(date +%s) - start )) s"; cat "$OUT/costs.txt"
-    fi
+    [ "${COSTS:-1}" = 1 ] && costs
     big_steps
     exit 0;;
   suite)
@@ -211,6 +213,7 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
         --out "$OUT" > "$OUT/largest-${run##* }.log" 2>&1
       echo "largest $run rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-${run##* }.log" | tail -30
     done
+    [ "${COSTS:-0}" = 1 ] && costs
     big_steps
     { [ "$mode" = diagnose ] || [ "${ZERO:-1}" = 0 ]; } && exit 0
     timeout 130 "$PYTHON" -m vk_adam bench --cases zero --ranks 2 --out "$OUT/zero" > "$OUT/zero.log" 2>&1
