@@ -10,7 +10,8 @@ synchronous steps' update dispatches (Vulkan timestamps), and its share of the c
 under each workgroup cap of ``--caps`` ($VK_ADAM_MAX_WORKGROUPS; 0: the default), counting the
 bytes the step moves (28 per element, 32 with the gradient zeroing), against the
 Vulkan copy shader (``copy_GBps``) and, where CUDA is present, torch's copy of 4 GiB (the
-yardstick of largest_step.py). Writes DIR/big_steps.json and prints a table.
+yardstick of largest_step.py), and the same copy sustained over as many bytes as the config's
+step moves with the zeroing (``of_sustained_copy``). Writes DIR/big_steps.json and prints a table.
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ except ImportError:  # pragma: no cover - the probe runs without torch too
     torch = None  # type: ignore[assignment]
 
 
-def torch_copy_bandwidth() -> float | None:
-    """Bytes per second of torch's device-to-device copy of 4 GiB, as largest_step.py measures."""
+def torch_copy_bandwidth(moved: int = 0) -> float | None:
+    """Bytes per second of torch's device-to-device copy of 4 GiB, as largest_step.py measures;
+    with ``moved``, of that copy repeated back to back over about ``moved`` bytes (sustained)."""
     if torch is None or not torch.cuda.is_available():
         return None
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from largest_step import copy_bandwidth  # type: ignore[import-not-found]
 
-    return float(copy_bandwidth())
+    return float(copy_bandwidth(moved))
 
 
 def main() -> int:
@@ -79,6 +81,12 @@ def main() -> int:
             regions = [(0, at, min(block.nbytes, 4 * n - at)) for at in range(0, 4 * n, block.nbytes)]
             mgr.sequence().eval(copy_regions_op(tile, t, regions))
             tensors.append(t)
+        sustained = torch_copy_bandwidth(32 * parts * n) if torch_copy else None
+        if sustained:
+            print(
+                f"{config:6s} torch's copy sustained over {32 * parts * n / 1e9:.0f} GB: "
+                f"{sustained / 1e9:.0f} GB/s"
+            )
         zeros = {"both": (True, False), "on": (True,), "off": (False,)}[args.zero_grad]
         for vec4s, cap, zero in ((v, c, z) for v in args.knobs for c in args.caps for z in zeros):
             os.environ["VK_ADAM_VEC4S"] = str(vec4s)
@@ -114,12 +122,15 @@ def main() -> int:
                 "gpu_ms": ms,
                 "of_copy_shader": moved / (ms / 1e3) / copy,
                 "of_torch_copy": moved / (ms / 1e3) / torch_copy if torch_copy else None,
+                "sustained_copy_GBps": sustained / 1e9 if sustained else None,
+                "of_sustained_copy": moved / (ms / 1e3) / sustained if sustained else None,
             }
             rows.append(row)
             print(
                 f"{config:6s} vec4s={vec4s} cap={cap or 'default':7} zero_grad={zero!s:5s} {ms:9.3f} ms  "
                 f"{100 * row['of_copy_shader']:.1f}% of copy shader"
-                + (f", {100 * row['of_torch_copy']:.1f}% of torch's copy" if torch_copy else ""),
+                + (f", {100 * row['of_torch_copy']:.1f}% of torch's copy" if torch_copy else "")
+                + (f", {100 * row['of_sustained_copy']:.1f}% of it sustained" if sustained else ""),
                 flush=True,
             )
         for t in tensors:
