@@ -525,8 +525,9 @@ void vk_adam_update(inout vec4 p, vec4 g, inout vec4 s[VK_ADAM_STATE_SLOTS]) {
 
 def test_negative_values_and_minus_zero_take_code_0_in_the_unsigned_map(tmp_path, rng, variant):
     """A nonnegative state buffer's map has no negative codes: -0.0 and negative values take
-    code 0 (the value 0), on every device (-0.0 used to take +1's code where max(-0.0, 0.0) is
-    -0.0), and positive values beside them the emulated quantizer's codes."""
+    code 0 (the value 0) on every device (a float max(x, 0.0) may keep -0.0, whose bits as an
+    unsigned integer lie past every bucket), and positive values beside them the emulated
+    quantizer's codes."""
     import shutil
 
     from vk_adam import ShaderVariant, StateBuffer, UpdateRule
