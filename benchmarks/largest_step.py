@@ -204,9 +204,11 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     n, bf16 = args.elements, args.bf16_int8
     cuda = torch.cuda.is_available()
+    # bytes a step reads and writes per element: param read+write, grad read (vk-adam also zeroes
+    # it), each state read+write; torch's bf16 row keeps bf16 state, vk-adam's int8 codes
+    moved = {"torch": 14 if bf16 else 28, "vk_adam": 12 if bf16 else 32}
     bandwidth = copy_bandwidth() if cuda else None
-    # vk-adam's step moves 32 bytes per fp32 element (12 for bf16 + int8)
-    sustained = copy_bandwidth((12 if bf16 else 32) * n) if cuda else None
+    sustained = copy_bandwidth(moved["vk_adam"] * n) if cuda else None
     rows: dict = {
         "elements": n,
         "params": len(split(n, args.parts)),
@@ -223,9 +225,6 @@ def main() -> None:
         rows["vk_adam"] = vk_adam_step(n, args.parts, bf16, args.steps)
     except Exception as exc:
         rows["vk_adam"] = {"error": f"{type(exc).__name__}: {exc}"}
-    # bytes a step reads and writes per element: param read+write, grad read (vk-adam also zeroes
-    # it), each state read+write; torch's bf16 row keeps bf16 state, vk-adam's int8 codes
-    moved = {"torch": 14 if bf16 else 28, "vk_adam": 12 if bf16 else 32}
     for key in ("torch", "vk_adam"):
         if "gpu_ms" in rows[key] and bandwidth:
             rows[key]["share_of_copy_bandwidth"] = moved[key] * n / (rows[key]["gpu_ms"] / 1e3) / bandwidth

@@ -97,8 +97,6 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
     float lo = (floor(k) + 0.5) / decade, hi = (floor(k) + 1.5) / decade;
     return min(code + (a + a >= lo + hi ? 1u : 0u), 255u);
 }"""
-# Harness 7's quantizer: two 16-bit entries per word, the code (low byte) and the threshold's
-# position in the bucket (high byte, in 1/256ths; 0: none).
 # Harness 8's quantizer: per bucket word the code (low byte) and the threshold (bits 8..24).
 CODE_OF_8 = """uint vk_adam_code_of(float a, uint map) {
     uint bits = floatBitsToUint(a);
@@ -110,6 +108,8 @@ CODE_OF_8 = """uint vk_adam_code_of(float a, uint map) {
 # Before harness 9 the unsigned map's values were clamped at 0 in float (their bits as uint).
 UNSIGNED_CALL = "        return vk_adam_code_of(x, VK_ADAM_MAP_WORDS);\n"
 UNSIGNED_CALL_8 = "        return vk_adam_code_of(max(x, 0.0), VK_ADAM_MAP_WORDS);\n"
+# Harness 7's quantizer: two 16-bit entries per word, the code (low byte) and the threshold's
+# position in the bucket (high byte, in 1/256ths; 0: none).
 CODE_OF_16 = """uint vk_adam_code_of(float a, uint map) {
     uint bits = floatBitsToUint(a);
     uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
