@@ -282,6 +282,75 @@ def test_both_variants_give_the_same_bits(param_dtype, stochastic, monkeypatch):
                 monkeypatch.delenv(name)
 
 
+def fp16_off_the_fast_paths() -> tuple[np.ndarray, np.ndarray]:
+    """fp16 params and gradients with values off the fast conversions in a few iterations of the
+    subgroup loop only: subnormal params and gradients, params that a zero gradient leaves
+    subnormal or zero (the rounding's slow path), infinite gradients; the rest normal."""
+    rng = np.random.default_rng(29)
+    n = 256 * 64 + 4 * 3 + 1  # many iterations at any subgroup size; a partial last vec4
+    p = rng.standard_normal(n).astype(np.float16)
+    g = rng.standard_normal(n).astype(np.float16)
+    p[[700, 3001]] = [2.0**-20, -(2.0**-24)]  # subnormal params
+    g[[5200, 9001]] = [-(2.0**-17), 2.0**-24]  # subnormal gradients
+    g[[9500, 12000]] = [np.inf, -np.inf]
+    p[[13000, 13001, 15002]] = [2.0**-18, 0.0, -(2.0**-15)]  # kept by a zero gradient
+    g[[13000, 13001, 15002]] = 0.0
+    return p, g
+
+
+def run_fp16(p: np.ndarray, g: np.ndarray, stochastic: bool, lr: float, steps: int):
+    """Params, state and shaders after `steps` Adam steps with 8-bit state, gradient g each."""
+    p = p.copy()
+    opt = vk_adam.Optimizer(
+        [p],
+        default_registry().get("adam"),
+        lr=lr,
+        state_dtype="int8-blockwise",
+        stochastic_rounding=stochastic,
+        seed=5,
+    )
+    with opt:
+        for _ in range(steps):
+            opt.step([g])
+        state = opt.state_dict()["state"][0]
+        shaders = [b.spirv for gr in opt._dev.groups for b in gr.sets]
+    return p, state, shaders
+
+
+@pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
+def test_fp16_values_off_the_fast_paths_give_the_base_variant_s_bits(stochastic, monkeypatch):
+    """The subgroup loop converts an iteration's fp16 values by the fast paths and, when any
+    lane met a value off them, loads the whole iteration again with the exact conversions
+    before it stores anything (and rounds by the exact paths when any updated param is off
+    the fast rounding): the bits equal the base variant's, which tests each vec4."""
+    p, g = fp16_off_the_fast_paths()
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
+    base = run_fp16(p, g, stochastic, lr=1e-2, steps=2)
+    assert base[2] == ["adam"]
+    for vec4s in ("1", "2"):
+        monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")
+        monkeypatch.setenv(variants.INT8_VEC4S_ENV, vec4s)
+        got = run_fp16(p, g, stochastic, lr=1e-2, steps=2)
+        assert got[2] == ["adam.subgroups"]
+        assert_same_bits(got, base)
+    after = base[0].astype(np.float32)  # the odd values were met: a NaN, params kept subnormal
+    assert np.isnan(after).any() and np.count_nonzero(np.abs(after[np.isfinite(after)]) < 2.0**-14) >= 3
+
+
+@pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
+def test_fp16_params_off_the_fast_paths_come_back_exactly_from_the_subgroup_loop(stochastic, monkeypatch):
+    """lr = 0 leaves every param as it was, subnormals and zeros too, in the iterations that the
+    subgroup loop does exactly as in the others; an infinite gradient makes its own param NaN
+    whatever the lr (0 * inf)."""
+    p, g = fp16_off_the_fast_paths()
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")
+    got, _, shaders = run_fp16(p, g, stochastic, lr=0.0, steps=1)
+    assert shaders == ["adam.subgroups"]
+    finite = np.isfinite(g)
+    np.testing.assert_array_equal(got.view(np.uint16)[finite], p.view(np.uint16)[finite])
+    assert np.isnan(got[~finite]).all() and np.count_nonzero(~finite) == 2
+
+
 def test_detection_picks_the_subgroup_variant_here_when_the_device_has_it():
     device = select_device()
     _, _, shaders = run_int8("float32", False, 4096 + 256, seed=5, steps=1)
