@@ -146,7 +146,7 @@ SR_HALF_HASH = """    uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);
     r = uvec4(h0, h0 >> 16, h1, h1 >> 16);
 """
 # The 8-bit subgroup loop's tests of an iteration's fp16 values, always false.
-F16_REDO = "        if (F16 && subgroupMax(vk_adam_f16_odd) != 0u) {\n"
+F16_REDO = "        if (F16 && subgroupMax(vk_adam_f16_odd & 0x80008000u) != 0u) {\n"
 F16_PACK_EXACT = "        if (F16 && subgroupMax(pack_odd) != 0u) {\n"
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
 

@@ -336,8 +336,8 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 // 8-bit subgroup loop, which instead tests a whole iteration at once (measured:
 // benchmarks/h200/format_costs.py). vk_adam_f16_path says which:
 //   0  one test and one branch per vec4 (every other loop)
-//   1  the fast paths alone, each vec4 off them noted in vk_adam_f16_odd (nonzero): the loop
-//      then redoes the iteration with path 2 before it stores anything
+//   1  the fast paths alone, each vec4 off them noted in vk_adam_f16_odd (a bit of 0x80008000):
+//      the loop then does the iteration again with path 2 before it stores anything
 //   2  the exact paths alone
 // The loop sets it to constants around its code, so the driver folds these branches away.
 uint vk_adam_f16_path = 0u;
@@ -350,11 +350,13 @@ vec4 vk_adam_f16x4_to_f32(uvec2 w) {
     // Per half m = |h| (15 bits; the sums below carry into neither the other half nor past 16
     // bits): bit 15 of m + 0x7FFF is m >= 1, of m + 0x7C00 m >= 0x400 (a nonzero exponent), of
     // m + 0x0400 m >= 0x7C00 (inf, NaN). Subnormal: m >= 1 but not m >= 0x400.
+    // So bit 15 of each half of `odd` says whether that half is off the fast path (the other
+    // bits are noise, masked once per test).
     const uvec2 m = w & 0x7FFF7FFFu;
-    const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
+    const uvec2 odd = ((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u);
     if (vk_adam_f16_path == 1u) {
         vk_adam_f16_odd |= odd.x | odd.y;
-    } else if (vk_adam_f16_path == 2u || (odd.x | odd.y) != 0u) {
+    } else if (vk_adam_f16_path == 2u || ((odd.x | odd.y) & 0x80008000u) != 0u) {
         return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
     }
     return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
@@ -382,7 +384,7 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
         const uvec4 a = u & 0x7FFFFFFFu;
         // vk_adam_f16_nearest's normal range (2^-14 <= |v| < 65536) for all four: its fast path
         const bool fast = vk_adam_f16_fast4(v, false);
-        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 1u;
+        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 0x80000000u;
         if (vk_adam_f16_path == 1u || (vk_adam_f16_path == 0u && fast)) {
             h = ((u >> 16) & 0x8000u) | ((a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13);
         } else {
@@ -418,7 +420,7 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
         const uvec4 a = u & 0x7FFFFFFFu;
         // vk_adam_f16_stochastic's fast range (2^-14 <= |v| < inf) for all four: its fast path
         const bool fast = vk_adam_f16_fast4(v, true);
-        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 1u;
+        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 0x80000000u;
         if (vk_adam_f16_path == 1u || (vk_adam_f16_path == 0u && fast)) {
             h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
         } else {
@@ -881,7 +883,7 @@ void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
         vk_adam_f16_path = 1u;
         vk_adam_f16_odd = 0u;
         VK_ADAM_SG_LOADS
-        if (F16 && subgroupMax(vk_adam_f16_odd) != 0u) {
+        if (F16 && subgroupMax(vk_adam_f16_odd & 0x80008000u) != 0u) {
             vk_adam_f16_path = 2u;
             bits0 = uvec4(0u);
             bits1 = uvec4(0u);
