@@ -319,10 +319,9 @@ def run_fp16(p: np.ndarray, g: np.ndarray, stochastic: bool, lr: float, steps: i
 
 @pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
 def test_fp16_values_off_the_fast_paths_give_the_base_variant_s_bits(stochastic, monkeypatch):
-    """The subgroup loop converts an iteration's fp16 values by the fast paths and, when any
-    lane met a value off them, loads the whole iteration again with the exact conversions
-    before it stores anything (and rounds by the exact paths when any updated param is off
-    the fast rounding): the bits equal the base variant's, which tests each vec4."""
+    """fp16 values off the fast conversions (unpackHalf2x16, the roundings of normal halves) in
+    some iterations of the subgroup loop, and not in others: the bits equal the base
+    variant's, at one and two blocks per iteration."""
     p, g = fp16_off_the_fast_paths()
     monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
     base = run_fp16(p, g, stochastic, lr=1e-2, steps=2)
@@ -339,9 +338,9 @@ def test_fp16_values_off_the_fast_paths_give_the_base_variant_s_bits(stochastic,
 
 @pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
 def test_fp16_params_off_the_fast_paths_come_back_exactly_from_the_subgroup_loop(stochastic, monkeypatch):
-    """lr = 0 leaves every param as it was, subnormals and zeros too, in the iterations that the
-    subgroup loop does exactly as in the others; an infinite gradient makes its own param NaN
-    whatever the lr (0 * inf)."""
+    """lr = 0 leaves every param as it was, subnormals and zeros too, in the subgroup loop's
+    iterations with values off the fast paths as in the others; an infinite gradient makes its
+    own param NaN whatever the lr (0 * inf)."""
     p, g = fp16_off_the_fast_paths()
     monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")
     got, _, shaders = run_fp16(p, g, stochastic, lr=0.0, steps=1)

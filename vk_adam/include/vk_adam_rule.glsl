@@ -330,18 +330,9 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
     return (u + (r & 0xFFFFu)) >> 16;
 }
 
-// fp16 vec4s: the four common values by their fast paths, and the rare ones (subnormal, inf,
-// NaN; for the roundings also zero and, for nearest-even, overflow) by the exact slow paths. A
-// branch per value costs more than the conversion it guards; so does a branch per vec4 in the
-// 8-bit subgroup loop, which instead tests a whole iteration at once (measured:
-// benchmarks/h200/format_costs.py). vk_adam_f16_path says which:
-//   0  one test and one branch per vec4 (every other loop)
-//   1  the fast paths alone, each vec4 off them noted in vk_adam_f16_odd (a bit of 0x80008000):
-//      the loop then does the iteration again with path 2 before it stores anything
-//   2  the exact paths alone
-// The loop sets it to constants around its code, so the driver folds these branches away.
-uint vk_adam_f16_path = 0u;
-uint vk_adam_f16_odd = 0u;
+// fp16 vec4s: one test and one branch per vec4 for the rare values (subnormal, inf, NaN) that
+// take the exact slow paths, and the four common values by their fast paths. A branch per value
+// costs more than the conversion it guards (measured: benchmarks/h200/format_costs.py).
 
 // Four halves (two words, the first in the low bits) to fp32, exactly: unpackHalf2x16 converts
 // normal numbers and zeros exactly on every device; a vec4 with a subnormal (which a device may
@@ -350,13 +341,9 @@ vec4 vk_adam_f16x4_to_f32(uvec2 w) {
     // Per half m = |h| (15 bits; the sums below carry into neither the other half nor past 16
     // bits): bit 15 of m + 0x7FFF is m >= 1, of m + 0x7C00 m >= 0x400 (a nonzero exponent), of
     // m + 0x0400 m >= 0x7C00 (inf, NaN). Subnormal: m >= 1 but not m >= 0x400.
-    // So bit 15 of each half of `odd` says whether that half is off the fast path (the other
-    // bits are noise, masked once per test).
     const uvec2 m = w & 0x7FFF7FFFu;
-    const uvec2 odd = ((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u);
-    if (vk_adam_f16_path == 1u) {
-        vk_adam_f16_odd |= odd.x | odd.y;
-    } else if (vk_adam_f16_path == 2u || ((odd.x | odd.y) & 0x80008000u) != 0u) {
+    const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
+    if ((odd.x | odd.y) != 0u) {
         return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
     }
     return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
@@ -369,23 +356,13 @@ vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
     return vk_adam_f16x4_to_f32(w);
 }
 
-// Whether all four values are in the fp16 rounding's fast range: 2^-14 <= |v| < 65536 to the
-// nearest, 2^-14 <= |v| < inf stochastically (the overflow to inf is the fast path's too).
-bool vk_adam_f16_fast4(vec4 v, bool stochastic) {
-    const uvec4 a = floatBitsToUint(v) & 0x7FFFFFFFu;
-    const uint top = stochastic ? 0x7F800000u : 0x47800000u;
-    return all(lessThan(a - 0x38800000u, uvec4(top - 0x38800000u)));
-}
-
 uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
     uvec4 h;
     if (fmt == 1u) {
         const uvec4 u = floatBitsToUint(v);
         const uvec4 a = u & 0x7FFFFFFFu;
         // vk_adam_f16_nearest's normal range (2^-14 <= |v| < 65536) for all four: its fast path
-        const bool fast = vk_adam_f16_fast4(v, false);
-        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 0x80000000u;
-        if (vk_adam_f16_path == 1u || (vk_adam_f16_path == 0u && fast)) {
+        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {
             h = ((u >> 16) & 0x8000u) | ((a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13);
         } else {
             h = uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z),
@@ -419,9 +396,7 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
         const uvec4 u = floatBitsToUint(v);
         const uvec4 a = u & 0x7FFFFFFFu;
         // vk_adam_f16_stochastic's fast range (2^-14 <= |v| < inf) for all four: its fast path
-        const bool fast = vk_adam_f16_fast4(v, true);
-        if (vk_adam_f16_path == 1u && !fast) vk_adam_f16_odd |= 0x80000000u;
-        if (vk_adam_f16_path == 1u || (vk_adam_f16_path == 0u && fast)) {
+        if (all(lessThan(a - 0x38800000u, uvec4(0x7F800000u - 0x38800000u)))) {
             h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
         } else {
             h = uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
@@ -844,26 +819,7 @@ vec4 vk_adam_subgroup_absmax(uvec4 b) {
         VK_ADAM_STORE_STATES(s[J], i, ((J) < R ? amax0 : amax1))                 \
     }
 
-#define VK_ADAM_SG_LOADS                                                         \
-    VK_ADAM_SG_LOAD(0u) VK_ADAM_SG_LOAD(1u) VK_ADAM_SG_LOAD(2u) VK_ADAM_SG_LOAD(3u)     \
-    VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)     \
-    VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)   \
-    VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
-#define VK_ADAM_SG_STORE_PARAMS                                                                          \
-    VK_ADAM_SG_STORE_PARAM(0u) VK_ADAM_SG_STORE_PARAM(1u) VK_ADAM_SG_STORE_PARAM(2u) VK_ADAM_SG_STORE_PARAM(3u)     \
-    VK_ADAM_SG_STORE_PARAM(4u) VK_ADAM_SG_STORE_PARAM(5u) VK_ADAM_SG_STORE_PARAM(6u) VK_ADAM_SG_STORE_PARAM(7u)     \
-    VK_ADAM_SG_STORE_PARAM(8u) VK_ADAM_SG_STORE_PARAM(9u) VK_ADAM_SG_STORE_PARAM(10u) VK_ADAM_SG_STORE_PARAM(11u)   \
-    VK_ADAM_SG_STORE_PARAM(12u) VK_ADAM_SG_STORE_PARAM(13u) VK_ADAM_SG_STORE_PARAM(14u) VK_ADAM_SG_STORE_PARAM(15u)
-// fp16 params: whether slot J's updated vec4 is off the fast path of the rounding it is stored by.
-#define VK_ADAM_SG_PACK_TEST(J)                                                  \
-    if ((J) < R * B && VK_ADAM_SG_INDEX(J) < n_vec4                               \
-        && !vk_adam_f16_fast4(p[J], VK_ADAM_PARAM_MODE == 2u)) {                  \
-        pack_odd = 1u;                                                           \
-    }
-
 void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
-    // fp16 params (and so gradients): their conversions are tested per iteration, not per vec4
-    const bool F16 = VK_ADAM_PARAM_FORMAT == 1u;
     const uint W = VK_ADAM_SUBGROUP_SIZE;
     const uint R = 64u / VK_ADAM_SUBGROUP_SIZE;
     const uint B = VK_ADAM_INT8_VEC4S > 1u ? 2u : 1u;
@@ -877,35 +833,17 @@ void vk_adam_int8_subgroup_loop(uint n, uint n_vec4) {
         vec4 s[16][VK_ADAM_STATE_SLOTS];
         uvec4 bits0 = uvec4(0u), bits1 = uvec4(0u);
         // Every load of the iteration first (the rule's math in between needs none of the
-        // stores), so all of them are in flight together. fp16 params and gradients take their
-        // fast conversions (path 1); if any lane of the subgroup met a value off them, the
-        // whole iteration is loaded again with the exact ones (path 2): nothing is stored yet.
-        vk_adam_f16_path = 1u;
-        vk_adam_f16_odd = 0u;
-        VK_ADAM_SG_LOADS
-        if (F16 && subgroupMax(vk_adam_f16_odd & 0x80008000u) != 0u) {
-            vk_adam_f16_path = 2u;
-            bits0 = uvec4(0u);
-            bits1 = uvec4(0u);
-            VK_ADAM_SG_LOADS
-        }
+        // stores), so all of them are in flight together.
+        VK_ADAM_SG_LOAD(0u) VK_ADAM_SG_LOAD(1u) VK_ADAM_SG_LOAD(2u) VK_ADAM_SG_LOAD(3u)
+        VK_ADAM_SG_LOAD(4u) VK_ADAM_SG_LOAD(5u) VK_ADAM_SG_LOAD(6u) VK_ADAM_SG_LOAD(7u)
+        VK_ADAM_SG_LOAD(8u) VK_ADAM_SG_LOAD(9u) VK_ADAM_SG_LOAD(10u) VK_ADAM_SG_LOAD(11u)
+        VK_ADAM_SG_LOAD(12u) VK_ADAM_SG_LOAD(13u) VK_ADAM_SG_LOAD(14u) VK_ADAM_SG_LOAD(15u)
         // The params need no absmax: storing them first leaves only the state live across the
-        // reduction and the quantizer (fewer registers, more subgroups resident per SM). fp16
-        // params: one test of the iteration's values picks the fast roundings or the exact ones.
-        uint pack_odd = 0u;
-        if (F16) {
-            VK_ADAM_SG_PACK_TEST(0u) VK_ADAM_SG_PACK_TEST(1u) VK_ADAM_SG_PACK_TEST(2u) VK_ADAM_SG_PACK_TEST(3u)
-            VK_ADAM_SG_PACK_TEST(4u) VK_ADAM_SG_PACK_TEST(5u) VK_ADAM_SG_PACK_TEST(6u) VK_ADAM_SG_PACK_TEST(7u)
-            VK_ADAM_SG_PACK_TEST(8u) VK_ADAM_SG_PACK_TEST(9u) VK_ADAM_SG_PACK_TEST(10u) VK_ADAM_SG_PACK_TEST(11u)
-            VK_ADAM_SG_PACK_TEST(12u) VK_ADAM_SG_PACK_TEST(13u) VK_ADAM_SG_PACK_TEST(14u) VK_ADAM_SG_PACK_TEST(15u)
-        }
-        if (F16 && subgroupMax(pack_odd) != 0u) {
-            vk_adam_f16_path = 2u;
-            VK_ADAM_SG_STORE_PARAMS
-        } else {
-            vk_adam_f16_path = 1u;
-            VK_ADAM_SG_STORE_PARAMS
-        }
+        // reduction and the quantizer (fewer registers, more subgroups resident per SM).
+        VK_ADAM_SG_STORE_PARAM(0u) VK_ADAM_SG_STORE_PARAM(1u) VK_ADAM_SG_STORE_PARAM(2u) VK_ADAM_SG_STORE_PARAM(3u)
+        VK_ADAM_SG_STORE_PARAM(4u) VK_ADAM_SG_STORE_PARAM(5u) VK_ADAM_SG_STORE_PARAM(6u) VK_ADAM_SG_STORE_PARAM(7u)
+        VK_ADAM_SG_STORE_PARAM(8u) VK_ADAM_SG_STORE_PARAM(9u) VK_ADAM_SG_STORE_PARAM(10u) VK_ADAM_SG_STORE_PARAM(11u)
+        VK_ADAM_SG_STORE_PARAM(12u) VK_ADAM_SG_STORE_PARAM(13u) VK_ADAM_SG_STORE_PARAM(14u) VK_ADAM_SG_STORE_PARAM(15u)
         const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
         const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
         VK_ADAM_SG_STORE_STATES(0u) VK_ADAM_SG_STORE_STATES(1u) VK_ADAM_SG_STORE_STATES(2u) VK_ADAM_SG_STORE_STATES(3u)
