@@ -225,25 +225,36 @@ def test_the_device_reports_its_subgroup_properties():
 FORMATS = [("float32", False), ("bfloat16", True), ("float16", True), ("bfloat16", False), ("float16", False)]
 
 
+def run_steps(p: np.ndarray, grads, rule: str, lr: float, stochastic: bool, seed: int):
+    """A copy of p after one step per gradient of `grads` with 8-bit state, that state (codes and
+    absmax), and the shader each set ran."""
+    p = p.copy()
+    opt = vk_adam.Optimizer(
+        [p],
+        default_registry().get(rule),
+        lr=lr,
+        state_dtype="int8-blockwise",
+        stochastic_rounding=stochastic,
+        seed=seed,
+    )
+    with opt:
+        for g in grads:
+            opt.step([g])
+        state = opt.state_dict()["state"][0]
+        shaders = [b.spirv for gr in opt._dev.groups for b in gr.sets]
+    return p, state, shaders
+
+
 def run_int8(param_dtype: str, stochastic: bool, n: int, seed: int, steps: int = 3, rule: str = "adamw"):
     """Params, 8-bit state (codes and absmax) after a few steps, and the shader each set ran."""
     rng = np.random.default_rng(seed)
     dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": vk_adam._formats.BFLOAT16}[param_dtype]
     p = rng.standard_normal(n).astype(np.float32).astype(dtype)
-    opt = vk_adam.Optimizer(
-        [p],
-        default_registry().get(rule),
-        lr=1e-2,
-        state_dtype="int8-blockwise",
-        stochastic_rounding=stochastic,
-        seed=3,
+    grads = (
+        (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 1)).astype(np.float32).astype(dtype)
+        for _ in range(steps)
     )
-    with opt:
-        for _ in range(steps):
-            opt.step([(rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 1)).astype(np.float32).astype(dtype)])
-        state = opt.state_dict()["state"][0]
-        shaders = [b.spirv for g in opt._dev.groups for b in g.sets]
-    return p.copy(), state, shaders
+    return run_steps(p, grads, rule, lr=1e-2, stochastic=stochastic, seed=3)
 
 
 def assert_same_bits(a, b):
@@ -300,21 +311,7 @@ def fp16_off_the_fast_paths() -> tuple[np.ndarray, np.ndarray]:
 
 def run_fp16(p: np.ndarray, g: np.ndarray, stochastic: bool, lr: float, steps: int):
     """Params, state and shaders after `steps` Adam steps with 8-bit state, gradient g each."""
-    p = p.copy()
-    opt = vk_adam.Optimizer(
-        [p],
-        default_registry().get("adam"),
-        lr=lr,
-        state_dtype="int8-blockwise",
-        stochastic_rounding=stochastic,
-        seed=5,
-    )
-    with opt:
-        for _ in range(steps):
-            opt.step([g])
-        state = opt.state_dict()["state"][0]
-        shaders = [b.spirv for gr in opt._dev.groups for b in gr.sets]
-    return p, state, shaders
+    return run_steps(p, [g] * steps, "adam", lr=lr, stochastic=stochastic, seed=5)
 
 
 @pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
