@@ -65,7 +65,11 @@ def _can_run(d: Any, lim: Any) -> list[str]:
     else:
         f16 = "a test per vec4 for subnormals (no shaderDenormPreserveFloat16)"
     if lim is None:
-        return [f"8-bit state: {int8}", f"fp16 params: {f16}", "limits: unknown (this kp build cannot read them)"]
+        return [
+            f"8-bit state: {int8}",
+            f"fp16 params: {f16}",
+            "limits: unknown (this kp build cannot read them)",
+        ]
     lines = [
         f"maxStorageBufferRange {_mib(lim.max_storage_buffer_range)} (larger buffers: one dispatch per "
         f"window), maxMemoryAllocationSize {_mib(lim.max_memory_allocation_size)} (larger NumPy "

@@ -228,6 +228,17 @@ def test_the_variant_gives_the_exact_path_s_bits(rule, stochastic, state_dtype, 
     assert np.isnan(got[0][[5200, 11000]].astype(np.float32)).all()
 
 
+def test_the_intel_profile_runs_the_variant():
+    """Where CI simulates Intel's Windows driver (which reports shaderDenormPreserveFloat16), the
+    variant is picked, so the bit comparisons above run there rather than skip."""
+    import os
+
+    if os.environ.get("VK_KHRONOS_PROFILES_PROFILE_NAME") != "VP_VK_ADAM_intel_windows":
+        pytest.skip("runs under the Intel profile of scripts/test-profiles.sh")
+    device = select_device()
+    assert device.f16_denorms and variants.loop_shape(device).f16_denorms
+
+
 def test_where_the_device_cannot_run_it_forcing_the_variant_says_why(monkeypatch):
     device = select_device()
     if device.f16_denorms and not variants.subgroup_unsupported(device):
