@@ -228,6 +228,32 @@ def test_the_variant_gives_the_exact_path_s_bits(rule, stochastic, state_dtype, 
     assert np.isnan(got[0][[5200, 11000]].astype(np.float32)).all()
 
 
+@pytest.mark.parametrize("f16", ["0", "auto"], ids=["exact-test", "detected"])
+def test_fp16_subnormal_gradients_reach_the_update_exactly(f16, monkeypatch):
+    """SGD with lr = 1 from a zero fp32 master copy: the master after one step is -g, exactly,
+    for every fp16 value: subnormals (the smallest and largest), normals, zeros, infinities. On
+    a device that runs the fp16 denormals variant, "detected" runs it; "exact-test" runs the
+    per-vec4 test everywhere."""
+    monkeypatch.setenv(F16_DENORMS_ENV, f16)
+    bits = np.arange(0, 0x7C01, dtype=np.uint16)  # +0 .. +inf, every subnormal and normal
+    g = np.concatenate([bits, bits | 0x8000]).view(np.float16)
+    p = np.zeros(g.size, np.float16)
+    with vk_adam.SGD([p], lr=1.0) as opt:
+        opt.step([g])
+        master = opt.state_dict()["state"][0]["master_param"]
+        shaders = [b.spirv for gr in opt._dev.groups for b in gr.sets]
+    runs_variant = (
+        f16 == "auto" and select_device().f16_denorms and not variants.subgroup_unsupported(select_device())
+    )
+    assert shaders == (["sgd.subgroups.f16denorms"] if runs_variant else ["sgd"])
+    want = np.float32(0.0) - g.astype(np.float32)  # 0 - (+0) is +0
+    wrong = np.flatnonzero(master.view(np.uint32) != want.view(np.uint32))
+    assert wrong.size == 0, (
+        f"{wrong.size} of {g.size} values differ, e.g. g bits {g.view(np.uint16)[wrong[:4]]}: "
+        f"master {master[wrong[:4]]} instead of {want[wrong[:4]]}"
+    )
+
+
 def test_the_intel_profile_runs_the_variant():
     """Where CI simulates Intel's Windows driver (which reports shaderDenormPreserveFloat16), the
     variant is picked, so the bit comparisons above run there rather than skip."""
