@@ -77,7 +77,7 @@ SHIPPING_TESTS=(-m "not slow"
   tests/optim/test_formats.py plugins/vk-adam-lion/tests tests/runtime/test_shipping_profiles.py
   tests/runtime/test_limit_refusals.py tests/optim/test_windows.py tests/optim/test_capturable.py
   tests/optim/test_host_import.py tests/interop/test_interop_optimizer.py
-  tests/runtime/test_timeline_semaphores.py tests/optim/test_f16_denorms.py)
+  tests/runtime/test_timeline_semaphores.py)
 # Left out where the simulation cannot run it. These classes list VK_KHR_external_semaphore_fd
 # and timeline semaphores; lavapipe underneath has no VK_KHR_external_semaphore_fd, and vk-adam's
 # kp takes the extension's name for an opaque-fd export of a timeline semaphore

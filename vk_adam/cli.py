@@ -58,18 +58,8 @@ def _can_run(d: Any, lim: Any) -> list[str]:
         int8 = f"yes (base variant: {reason})"
     else:
         int8 = f"no: the base variant needs 256 invocations per workgroup, and {reason}"
-    if d.f16_denorms and reason is None:
-        f16 = "the fp16 denormals variant (DenormPreserve: fp16 subnormals unpack exactly)"
-    elif d.f16_denorms:
-        f16 = "a test per vec4 for subnormals (the fp16 denormals variant needs the subgroup variant)"
-    else:
-        f16 = "a test per vec4 for subnormals (no shaderDenormPreserveFloat16)"
     if lim is None:
-        return [
-            f"8-bit state: {int8}",
-            f"fp16 params: {f16}",
-            "limits: unknown (this kp build cannot read them)",
-        ]
+        return [f"8-bit state: {int8}", "limits: unknown (this kp build cannot read them)"]
     lines = [
         f"maxStorageBufferRange {_mib(lim.max_storage_buffer_range)} (larger buffers: one dispatch per "
         f"window), maxMemoryAllocationSize {_mib(lim.max_memory_allocation_size)} (larger NumPy "
@@ -90,7 +80,6 @@ def _can_run(d: Any, lim: Any) -> list[str]:
     rules = ", ".join(f"{k} state: {'yes' if 5 + 2 * k <= bindings else 'no'}" for k in (0, 1, 2, 3))
     lines.append(f"rules by state buffers: {rules}")
     lines.append("fp32 / fp16 / bf16 params, bf16 state: yes; 8-bit state: " + int8)
-    lines.append(f"fp16 params: {f16}")
     if lim.assumed:
         lines.append(f"assumed (the spec's guarantee; kp cannot read): {', '.join(sorted(lim.assumed))}")
     if lim.portability_subset:

@@ -20,14 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = [
-    "F16_DENORMS_SUFFIX",
-    "INCLUDE_DIR",
-    "SUBGROUP_SUFFIX",
-    "ShaderBuildError",
-    "compile_shaders",
-    "includes_harness",
-]
+__all__ = ["INCLUDE_DIR", "SUBGROUP_SUFFIX", "ShaderBuildError", "compile_shaders", "includes_harness"]
 
 #: Folder holding ``vk_adam_rule.glsl``, the harness every update-rule shader includes.
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -39,10 +32,6 @@ TARGET_ENV = "vulkan1.1"
 #: any device, ``<name>.subgroups.spv`` (the harness with ``VK_ADAM_SUBGROUPS`` defined) reduces
 #: 8-bit state's block maxima with subgroup arithmetic; vk-adam picks one per device.
 SUBGROUP_SUFFIX = ".subgroups"
-#: And a third time as ``<name>.subgroups.f16denorms.spv``: the subgroup variant whose fp16
-#: conversions rely on the DenormPreserve execution mode for 16-bit floats, for devices that report
-#: ``shaderDenormPreserveFloat16`` (fewer instructions per fp16 value; the same results).
-F16_DENORMS_SUFFIX = ".f16denorms"
 HARNESS = "vk_adam_rule.glsl"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
@@ -89,8 +78,7 @@ def compile_shaders(
     include_dirs: Iterable[str | Path] = (),
 ) -> list[Path]:
     """Compile every ``*.comp`` in ``src_dir`` to ``out_dir/<stem>.spv`` and validate it; a rule
-    shader (see :func:`includes_harness`) also to ``out_dir/<stem>.subgroups.spv`` and
-    ``out_dir/<stem>.subgroups.f16denorms.spv``.
+    shader (see :func:`includes_harness`) also to ``out_dir/<stem>.subgroups.spv``.
 
     ``INCLUDE_DIR`` is always on the include path. Raises :class:`ShaderBuildError` with the
     compiler's message when a shader fails, or naming the package to install when a tool is
@@ -111,12 +99,6 @@ def compile_shaders(
         builds: list[tuple[Path, list[str]]] = [(out / f"{source.stem}.spv", [])]
         if includes_harness(source, include_dirs):
             builds.append((out / f"{source.stem}{SUBGROUP_SUFFIX}.spv", ["-DVK_ADAM_SUBGROUPS=1"]))
-            builds.append(
-                (
-                    out / f"{source.stem}{SUBGROUP_SUFFIX}{F16_DENORMS_SUFFIX}.spv",
-                    ["-DVK_ADAM_SUBGROUPS=1", "-DVK_ADAM_F16_DENORMS=1"],
-                )
-            )
         for target, defines in builds:
             _compile(glslang, spirv_val, source, target, [*includes, *defines])
             written.append(target)
@@ -125,11 +107,7 @@ def compile_shaders(
 
 def _compile(glslang: str, spirv_val: str, source: Path, target: Path, flags: list[str]) -> None:
     tmp = target.with_suffix(".spv.tmp")
-    what = str(source)
-    if target.stem.endswith(F16_DENORMS_SUFFIX):
-        what += " (fp16 denormals variant)"
-    elif target.stem.endswith(SUBGROUP_SUFFIX):
-        what += " (subgroup variant)"
+    what = f"{source} (subgroup variant)" if target.stem.endswith(SUBGROUP_SUFFIX) else str(source)
     compiled = subprocess.run(
         [glslang, "-V", "--target-env", TARGET_ENV, *flags, str(source), "-o", str(tmp)],
         capture_output=True,

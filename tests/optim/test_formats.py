@@ -233,6 +233,24 @@ def test_fp16_stochastic_rounding_at_the_edges_of_its_fast_path(rng):
     opt.close()
 
 
+def test_every_fp16_gradient_reaches_the_update_exactly():
+    """SGD with lr = 1 from a zero fp32 master copy: the master after one step is 0 - g, exactly,
+    for every fp16 value: +-0, every subnormal (a device may flush them when it unpacks fp16, so
+    a vec4 holding one takes the bit path), every normal, +-inf."""
+    bits = np.arange(0, 0x7C01, dtype=np.uint16)  # +0 .. +inf
+    g = np.concatenate([bits, bits | 0x8000]).view(np.float16)
+    p = np.zeros(g.size, np.float16)
+    with vk_adam.SGD([p], lr=1.0) as opt:
+        opt.step([g])
+        master = opt.state_dict()["state"][0]["master_param"]
+    want = np.float32(0.0) - g.astype(np.float32)  # 0 - (+0) is +0
+    wrong = np.flatnonzero(master.view(np.uint32) != want.view(np.uint32))
+    assert wrong.size == 0, (
+        f"{wrong.size} of {g.size} values differ, e.g. g bits {g.view(np.uint16)[wrong[:4]]}: "
+        f"master {master[wrong[:4]]} instead of {want[wrong[:4]]}"
+    )
+
+
 def test_params_of_kp_tensors_with_8_bit_state_and_partial_blocks(kp_manager, rng, variant):
     """Application-owned buffers of odd length: the last vec4 goes lane by lane, the last block
     is partial; the GPU matches the reference step by step."""

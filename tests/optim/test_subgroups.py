@@ -44,9 +44,6 @@ COMPUTE, BASIC, ARITHMETIC = 0x20, 0x1, 0x4
 def _no_knobs(monkeypatch):
     for name in ALL_KNOBS:
         monkeypatch.delenv(name, raising=False)
-    # fp16 params here run the subgroup variant itself, on devices with the fp16 denormals
-    # variant too (test_f16_denorms.py compares the two)
-    monkeypatch.setenv(variants.F16_DENORMS_ENV, "0")
 
 
 def fake_device(

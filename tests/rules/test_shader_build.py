@@ -12,26 +12,14 @@ import pytest
 
 import vk_adam
 from vk_adam._rules.spirv import SPIRV_DIR, load_spirv, reflect
-from vk_adam.shaderc import (
-    F16_DENORMS_SUFFIX,
-    INCLUDE_DIR,
-    SUBGROUP_SUFFIX,
-    ShaderBuildError,
-    compile_shaders,
-    includes_harness,
-)
+from vk_adam.shaderc import INCLUDE_DIR, SUBGROUP_SUFFIX, ShaderBuildError, compile_shaders, includes_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "glsl").glob("*.comp"))
-#: The update-rule shaders: each is also built as its subgroup variant, <stem>.subgroups.spv,
-#: and its fp16 denormals variant, <stem>.subgroups.f16denorms.spv.
+#: The update-rule shaders: each is also built as its subgroup variant, <stem>.subgroups.spv.
 RULE_SOURCES = [s for s in SOURCES if includes_harness(s, [ROOT / "glsl"])]
 #: Every SPIR-V stem a build of glsl/ writes.
-BUILT_STEMS = (
-    {s.stem for s in SOURCES}
-    | {f"{s.stem}{SUBGROUP_SUFFIX}" for s in RULE_SOURCES}
-    | {f"{s.stem}{SUBGROUP_SUFFIX}{F16_DENORMS_SUFFIX}" for s in RULE_SOURCES}
-)
+BUILT_STEMS = {s.stem for s in SOURCES} | {f"{s.stem}{SUBGROUP_SUFFIX}" for s in RULE_SOURCES}
 #: The resident demo's application: its driver, shaders and their SPIR-V ship in the wheel.
 RESIDENT_EXAMPLE = "vk_adam/_commands/demo/resident_example"
 
@@ -55,9 +43,6 @@ def test_every_glsl_source_has_an_installed_spirv_newer_than_its_sources():
         # the variant declares the subgroup-size constant (id 24); the base variant does not
         assert 24 in reflect(load_spirv(variant.stem)).spec_ids
         assert 24 not in reflect(load_spirv(source.stem)).spec_ids
-        f16 = SPIRV_DIR / f"{source.stem}{SUBGROUP_SUFFIX}{F16_DENORMS_SUFFIX}.spv"
-        assert f16.exists() and f16.stat().st_mtime >= newest_header, f"{f16} missing or stale"
-        assert reflect(load_spirv(f16.stem)) == reflect(load_spirv(variant.stem))
 
 
 def test_rule_shaders_are_told_apart_from_the_other_shaders():

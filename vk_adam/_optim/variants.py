@@ -7,21 +7,11 @@ subgroup arithmetic supported in the compute stage, and a subgroup size the vari
 block of 64 vec4s must split evenly over one subgroup). A rule whose package ships only the base
 SPIR-V (compiled without ``vk_adam.shaderc``) runs that everywhere.
 
-A third build, ``<name>.subgroups.f16denorms.spv``, is the subgroup variant under the
-DenormPreserve execution mode for 16-bit floats (``VK_KHR_shader_float_controls``): there
-``unpackHalf2x16`` keeps fp16 subnormals, so the per-vec4 test that sends them down the exact bit
-path shrinks to inf and NaN. Small gradients are often fp16 subnormals (0.5% of N(0, 0.01) values,
-so about half the 32-lane vec4 tests): the test's branch is most of the fp16 rows' extra time. The
-host runs it for fp16 params, 8-bit state or not, on devices that report
-``shaderDenormPreserveFloat16`` and can run the subgroup variant. The results are the same bits.
-
 Knobs (environment variables, read when an optimizer is built), all bit-identical in results:
 
 * ``VK_ADAM_SUBGROUPS``: ``1`` forces the subgroup variant (an error on a device that cannot run
   it; a rule built without it still runs its base variant), ``0`` forces the base variant; unset
   or ``auto``: detected.
-* ``VK_ADAM_F16_DENORMS``: ``1`` forces the fp16 denormals variant for fp16 params (an error on a
-  device that cannot run it), ``0`` leaves it out; unset or ``auto``: detected.
 * ``VK_ADAM_INT8_VEC4S`` (1 or 2): the 8-bit path's vec4s per invocation per tile (base
   variant), or blocks per subgroup per iteration (subgroup variant); default 1: fewer registers
   per invocation, so more invocations stay resident (the sweeps behind the default:
@@ -44,12 +34,11 @@ from dataclasses import dataclass
 
 from .._errors import DeviceCapabilityError
 from .._inputs import env_int
-from .._rules import f16_denorms_spirv, subgroup_spirv
+from .._rules import subgroup_spirv
 from .._runtime import STAGE_COMPUTE, SUBGROUP_ARITHMETIC, SUBGROUP_BASIC, WORKGROUP_SIZE, DeviceInfo
 from .storage import GroupFormat, uint_spec
 
 __all__ = [
-    "F16_DENORMS_ENV",
     "INT8_VEC4S_ENV",
     "INT8_WORKGROUPS_ENV",
     "PARAM_OUT_SPEC_ID",
@@ -58,8 +47,6 @@ __all__ = [
     "WORKGROUP_SIZE_ENV",
     "LoopShape",
     "UpdateLaunch",
-    "f16_denorms",
-    "f16_denorms_spirv",
     "loop_shape",
     "subgroup_size",
     "subgroup_spirv",
@@ -68,7 +55,6 @@ __all__ = [
 ]
 
 SUBGROUPS_ENV = "VK_ADAM_SUBGROUPS"
-F16_DENORMS_ENV = "VK_ADAM_F16_DENORMS"
 INT8_VEC4S_ENV = "VK_ADAM_INT8_VEC4S"
 INT8_WORKGROUPS_ENV = "VK_ADAM_INT8_WORKGROUPS"
 VEC4S_ENV = "VK_ADAM_VEC4S"
@@ -122,31 +108,6 @@ def subgroup_size(device: DeviceInfo) -> int:
     return 0
 
 
-def f16_denorms(device: DeviceInfo, subgroups: int) -> bool:
-    """Whether fp16 params run the fp16 denormals variant on ``device`` (``subgroups``: the
-    subgroup size the subgroup variant runs with there, 0 for none; see ``$VK_ADAM_F16_DENORMS``
-    in the module docstring)."""
-    raw = os.environ.get(F16_DENORMS_ENV, "").strip().lower()
-    if raw not in ("", "auto", "0", "1"):
-        raise ValueError(f"${F16_DENORMS_ENV} must be 0, 1 or auto (got {raw!r})")
-    if raw == "0":
-        return False
-    if not device.f16_denorms:
-        reason = (
-            "it does not report shaderDenormPreserveFloat16 with VK_KHR_shader_float_controls "
-            "(or the kp build cannot tell: a kp without vk-adam's patch 0023)"
-        )
-    elif not subgroups:
-        reason = "the variant is a build of the subgroup variant, which does not run here"
-    else:
-        return True
-    if raw == "1":
-        raise DeviceCapabilityError(
-            f"${F16_DENORMS_ENV}=1, but {device.name} cannot run the fp16 denormals variant: {reason}"
-        )
-    return False
-
-
 @dataclass(frozen=True)
 class LoopShape:
     """How the update shader's loop is shaped on one device (specialization constants 22-25 and
@@ -159,7 +120,6 @@ class LoopShape:
     workgroup_size: int = DEFAULT_WORKGROUP_SIZE  # where the loop allows any (see the knob)
     #: The device's limit: maxComputeWorkGroupInvocations and maxComputeWorkGroupSize[0], the smaller.
     max_workgroup_size: int = 1024
-    f16_denorms: bool = False  # fp16 params run the fp16 denormals variant
 
     def invocations(self, n: int, quantized: bool, subgroups: bool) -> int:
         """Invocations that cover ``n`` elements in one pass of the loop (before the workgroup
@@ -209,17 +169,10 @@ def update_launch(
     """The launch of a rule shader ``spirv`` over ``n`` elements stored as ``form``. 8-bit state
     runs the subgroup variant where the device can (``shape.subgroup_size``) and the rule's
     package ships one. ``spec_ids`` is not read: every shader the rule checks accept declares
-    the loop's constants (it stays for callers that still pass it). fp16 params run the fp16
-    denormals variant instead where ``shape.f16_denorms`` allows and the package ships it."""
+    the loop's constants (it stays for callers that still pass it)."""
     quantized = form.quantized
     subgroups = quantized and shape.subgroup_size > 0 and has_shader(subgroup_spirv(spirv))
-    f16 = form.param == "float16" and shape.f16_denorms and shape.subgroup_size > 0
-    if f16 and has_shader(f16_denorms_spirv(spirv)):
-        # A build of the subgroup variant: with 8-bit state its subgroup loop, else the plain
-        # loop (the same in every build).
-        subgroups = quantized
-        spirv = f16_denorms_spirv(spirv)
-    elif subgroups:
+    if subgroups:
         spirv = subgroup_spirv(spirv)
     if subgroups or not quantized:
         threads = shape.workgroup_size  # the knob's (loop_shape keeps it within the device's limit)
@@ -247,7 +200,6 @@ def loop_shape(device: DeviceInfo) -> LoopShape:
         vec4s=env_int(VEC4S_ENV, 1, (1, 2, 4)),
         int8_vec4s=env_int(INT8_VEC4S_ENV, 1, (1, 2)),
         subgroup_size=subgroup_size(device),
-        f16_denorms=f16_denorms(device, subgroup_size(device)),
         int8_workgroups=env_int(INT8_WORKGROUPS_ENV, 0) or None,
         workgroup_size=_workgroup_size(device),
         max_workgroup_size=device.max_workgroup_size,

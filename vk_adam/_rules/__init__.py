@@ -25,7 +25,7 @@ from .rule import (
     UpdateRule,
     variant_settings,
 )
-from .spirv import ShaderInterface, f16_denorms_spirv, load_spirv, reflect, subgroup_spirv
+from .spirv import ShaderInterface, load_spirv, reflect, subgroup_spirv
 
 __all__ = [
     "ADAM",
@@ -44,7 +44,6 @@ __all__ = [
     "UpdateRule",
     "check_rule_object",
     "default_registry",
-    "f16_denorms_spirv",
     "hookimpl",
     "hookspec",
     "load_registry",

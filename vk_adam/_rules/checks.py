@@ -25,7 +25,6 @@ from .spirv import (
     HARNESS_VERSION,
     SUBGROUP_SIZE_SPEC_ID,
     ShaderInterface,
-    f16_denorms_spirv,
     is_current_harness,
     load_spirv,
     reflect,
@@ -146,30 +145,25 @@ def _check_shader(rule: UpdateRule, key: str, variant: ShaderVariant) -> ShaderI
 
 
 def _check_subgroup_variant(where: str, variant: ShaderVariant, base: ShaderInterface) -> None:
-    """The subgroup variant and the fp16 denormals variant beside a rule's SPIR-V (if its package
-    built them) must have the base variant's interface: vk-adam runs any of them with the same
-    buffers and constants."""
-    for what, spirv in (
-        ("subgroup variant", subgroup_spirv(variant.spirv)),
-        ("fp16 denormals variant", f16_denorms_spirv(variant.spirv)),
-    ):
-        try:
-            interface = reflect(load_spirv(spirv))
-        except ShaderMissingError:
-            continue  # its package ships no such variant: another one runs in its place
-        except Exception as exc:
-            raise InvalidRuleError(f"{where}: cannot read its {what}'s SPIR-V: {exc}") from exc
-        same = (interface.bindings, interface.push_constant_bytes, interface.status_bytes) == (
-            base.bindings,
-            base.push_constant_bytes,
-            base.status_bytes,
+    """The subgroup variant beside a rule's SPIR-V (if its package built one) must have the base
+    variant's interface: vk-adam runs either with the same buffers and constants."""
+    try:
+        interface = reflect(load_spirv(subgroup_spirv(variant.spirv)))
+    except ShaderMissingError:
+        return  # its package ships no subgroup variant: the base variant runs everywhere
+    except Exception as exc:
+        raise InvalidRuleError(f"{where}: cannot read its subgroup variant's SPIR-V: {exc}") from exc
+    same = (interface.bindings, interface.push_constant_bytes, interface.status_bytes) == (
+        base.bindings,
+        base.push_constant_bytes,
+        base.status_bytes,
+    )
+    if not same or interface.spec_ids - {SUBGROUP_SIZE_SPEC_ID} != base.spec_ids:
+        raise InvalidRuleError(
+            f"{where}: its subgroup variant {subgroup_spirv(variant.spirv)} has another interface "
+            "(bindings, push constants or specialization constants) than the base SPIR-V; rebuild "
+            "both from the same source with vk_adam.shaderc"
         )
-        if not same or interface.spec_ids - {SUBGROUP_SIZE_SPEC_ID} != base.spec_ids:
-            raise InvalidRuleError(
-                f"{where}: its {what} {spirv} has another interface (bindings, push constants or "
-                "specialization constants) than the base SPIR-V; rebuild all of them from the "
-                "same source with vk_adam.shaderc"
-            )
 
 
 def _check_setting(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ShaderMissingError
-from ..shaderc import F16_DENORMS_SUFFIX, SUBGROUP_SUFFIX
+from ..shaderc import SUBGROUP_SUFFIX
 
 SPIRV_DIR = Path(__file__).resolve().parent.parent / "_spirv"
 
@@ -79,16 +79,6 @@ def subgroup_spirv(spirv: str | Path) -> str:
     if path.suffix != ".spv":
         return f"{spirv}{SUBGROUP_SUFFIX}"
     return str(path.with_name(f"{path.stem}{SUBGROUP_SUFFIX}.spv"))
-
-
-def f16_denorms_spirv(spirv: str | Path) -> str:
-    """The fp16 denormals variant of a rule shader (``vk_adam.shaderc`` builds it beside the
-    subgroup variant): ``adam`` gives ``adam.subgroups.f16denorms``, a ``.spv`` path
-    ``<stem>.subgroups.f16denorms.spv`` in the same folder."""
-    path = Path(spirv)
-    if path.suffix != ".spv":
-        return f"{spirv}{SUBGROUP_SUFFIX}{F16_DENORMS_SUFFIX}"
-    return str(path.with_name(f"{path.stem}{SUBGROUP_SUFFIX}{F16_DENORMS_SUFFIX}.spv"))
 
 
 def load_spirv(name_or_path: str | Path) -> bytes:

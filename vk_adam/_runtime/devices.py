@@ -54,9 +54,6 @@ class DeviceInfo:
     external_memory: tuple[str, ...] = ()
     #: ``minImportedHostPointerAlignment`` in bytes where "host import" is listed, else 0.
     host_import_alignment: int = 0
-    #: Shaders may declare DenormPreserve for 16-bit floats (``DeviceLimits.f16_denorms``): the
-    #: fp16 denormals variant of a rule shader can run. False where the kp build cannot tell.
-    f16_denorms: bool = False
 
     @property
     def is_software(self) -> bool:
@@ -80,7 +77,6 @@ def limit_fields(limits: DeviceLimits) -> dict[str, Any]:
             "subgroup_supported_operations", limits.subgroup_supported_operations
         ),
         "max_workgroup_size": limits.max_workgroup_width,
-        "f16_denorms": limits.f16_denorms,
     }
 
 

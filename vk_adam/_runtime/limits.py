@@ -56,7 +56,6 @@ VULKAN_NAMES = {
     "shader_int8": "shaderInt8",
     "buffer_device_address": "bufferDeviceAddress",
     "timeline_semaphore": "timelineSemaphore",
-    "shader_denorm_preserve_float16": "shaderDenormPreserveFloat16",
     "subgroup_size": "subgroupSize",
     "subgroup_supported_stages": "subgroupSupportedStages",
     "subgroup_supported_operations": "subgroupSupportedOperations",
@@ -119,9 +118,6 @@ class DeviceLimits:
     shader_int8: bool = False
     buffer_device_address: bool = False
     timeline_semaphore: bool = False
-    #: VkPhysicalDeviceFloatControlsProperties (VK_KHR_shader_float_controls, which vk-adam's kp
-    #: enables where the device lists it): shaders may declare DenormPreserve for 16-bit floats.
-    shader_denorm_preserve_float16: bool = False
     #: Lanes per subgroup, and the VkShaderStageFlags / VkSubgroupFeatureFlags where subgroup
     #: operations work (Vulkan 1.1 guarantees basic operations in compute shaders).
     subgroup_size: int = 1
@@ -195,13 +191,6 @@ class DeviceLimits:
             self.subgroup_supported_stages & STAGE_COMPUTE
             and self.subgroup_supported_operations & SUBGROUP_ARITHMETIC
         )
-
-    @property
-    def f16_denorms(self) -> bool:
-        """Shaders may declare DenormPreserve for 16-bit floats, so unpacking fp16 values keeps
-        their subnormals: the device reports shaderDenormPreserveFloat16 and lists
-        VK_KHR_shader_float_controls (which vk-adam's kp enables)."""
-        return self.shader_denorm_preserve_float16 and "VK_KHR_shader_float_controls" in self.extensions
 
     @property
     def portability_subset(self) -> bool:

@@ -75,18 +75,6 @@ layout(constant_id = 31) const uint VK_ADAM_HARNESS = 9u;
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
-// The fp16 variant (compiled with -DVK_ADAM_SUBGROUPS -DVK_ADAM_F16_DENORMS; vk_adam.shaderc builds
-// it as <name>.subgroups.f16denorms.spv): the subgroup variant whose fp16 conversions rely on
-// the DenormPreserve execution mode for 16-bit floats (SPV_KHR_float_controls), under which
-// the denormals "obtained via unpacking an integer into a vector of values with smaller bit
-// width" must be preserved: unpackHalf2x16 converts fp16 subnormals exactly, so only inf and
-// NaN take the bit path. The host runs it only on devices that report
-// shaderDenormPreserveFloat16 (and enable VK_KHR_shader_float_controls), for fp16 params.
-#ifdef VK_ADAM_F16_DENORMS
-#extension GL_EXT_spirv_intrinsics : require
-// ExecutionMode DenormPreserve (4459) for 16-bit floats; Capability DenormPreserve (4464).
-spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 16);
-#endif
 
 // Invocations per workgroup: 256, or what the host passes as constant 25 (64..1024) for the loops
 // that take any size (no 8-bit state, or the subgroup variant's); the base variant's 8-bit loop
@@ -348,18 +336,13 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 
 // Four halves (two words, the first in the low bits) to fp32, exactly: unpackHalf2x16 converts
 // normal numbers and zeros exactly on every device; a vec4 with a subnormal (which a device may
-// flush, unless DenormPreserve holds: the fp16 variant) or inf/NaN (whose payload the bit path
-// keeps) takes vk_adam_f16x2_to_f32's bit path.
+// flush) or inf/NaN (whose payload the bit path keeps) takes vk_adam_f16x2_to_f32's bit path.
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
     // Per half m = |h| (15 bits; the sums below carry into neither the other half nor past 16
     // bits): bit 15 of m + 0x7FFF is m >= 1, of m + 0x7C00 m >= 0x400 (a nonzero exponent), of
     // m + 0x0400 m >= 0x7C00 (inf, NaN). Subnormal: m >= 1 but not m >= 0x400.
     const uvec2 m = w & 0x7FFF7FFFu;
-#ifdef VK_ADAM_F16_DENORMS
-    const uvec2 odd = (m + 0x04000400u) & 0x80008000u;
-#else
     const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
-#endif
     if ((odd.x | odd.y) != 0u) {
         return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
     }
