@@ -96,6 +96,10 @@ def test_one_recording_evaluated_many_times_equals_float64_and_torch(rng, kp_man
     tparams = [torch.tensor(p.reshape(-1).astype(np.float64), requires_grad=True) for p in init]
     tclass = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}[name]
     topt = tclass(tparams, **hyper)
+    # float32's rounding is relative to the values a param held on the way, not to where it ends:
+    # the one-element param may end near zero, so each error is scaled by the param's largest
+    # magnitude over the steps (the float64 reference's)
+    peak = [float(np.max(np.abs(p))) for p in init]
     with vk_adam.create(name, params, manager=mgr, capturable=True, **hyper) as opt:
         seq = _recorded(mgr, opt, grads)
         for _ in range(n_steps):
@@ -103,14 +107,15 @@ def test_one_recording_evaluated_many_times_equals_float64_and_torch(rng, kp_man
             _write(grads, g)
             seq.eval()
             ref.step(g)
+            peak = [max(m, float(np.max(np.abs(r)))) for m, r in zip(peak, ref.params, strict=True)]
             for t, gi in zip(tparams, g, strict=True):
                 t.grad = torch.tensor(gi.astype(np.float64))
             topt.step()
         assert opt.state_dict()["state"][0]["step"] == n_steps
         for k, param in enumerate(params):
-            got = download(mgr, param)
-            assert scale_error(got, ref.params[k]) < TOLERANCE, k
-            assert scale_error(got, tparams[k].detach().numpy()) < TOLERANCE, k
+            got = download(mgr, param).astype(np.float64)
+            assert np.max(np.abs(got - ref.params[k])) < TOLERANCE * peak[k], k
+            assert np.max(np.abs(got - tparams[k].detach().numpy())) < TOLERANCE * peak[k], k
         seq.destroy()
     for t in [*params, *grads]:
         t.destroy()
