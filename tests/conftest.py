@@ -130,12 +130,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             seed_of(item)
 
 
-def scale_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| relative to the tensor's scale (max |expected|)."""
+def scale_error(actual: np.ndarray, expected: np.ndarray, scale: float | None = None) -> float:
+    """max |actual - expected| relative to the tensor's scale: ``scale`` if given (such as the
+    largest magnitude the tensor held over several steps), else max |expected|."""
     expected = np.asarray(expected, np.float64)
-    return float(
-        np.max(np.abs(np.asarray(actual, np.float64) - expected)) / max(np.max(np.abs(expected)), 1e-30)
-    )
+    if scale is None:
+        scale = float(np.max(np.abs(expected)))
+    return float(np.max(np.abs(np.asarray(actual, np.float64) - expected)) / max(scale, 1e-30))
 
 
 def adamw_f64(
