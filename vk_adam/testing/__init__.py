@@ -119,7 +119,10 @@ def check_rule(
     maximize); a variant no such setting reaches is a :class:`RuleConformanceError` that asks
     for explicit ``hyper``.
     ``device``: the Vulkan device (as ``Optimizer``'s); one is opened for all the checks.
-    Elements agree when ``|gpu - ref| <= rtol * max|ref|``. Rules with discontinuities (sign,
+    Elements agree when ``|gpu - ref| <= rtol * max|ref|`` plus, per element, a few times how far
+    ``ref`` moves when each input of the step (param, grad, each state buffer) moves by one
+    float32 rounding: a result that cancels (``g + wd * p`` with ``g`` near ``-wd * p``) keeps its
+    operands' rounding. Rules with discontinuities (sign,
     clipping) may flip an element whose input rounds across the edge in float32; up to
     ``allowed_mismatch_fraction`` of the elements (at least one) may differ for that reason.
     Also checks that the shader honours the skip flag (binding 2), the registration rules,

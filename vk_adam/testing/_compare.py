@@ -86,21 +86,27 @@ CANCELLATION_HINT = (
 )
 
 
-def check_close(got: Any, want: Any, before: Any, rtol: float, limit: int) -> tuple[str | None, float]:
+def check_close(
+    got: Any, want: Any, before: Any, rtol: float, limit: int, floor: Any = 0.0
+) -> tuple[str | None, float]:
     """(None, worst agreeing error) when at most ``limit`` elements of ``got`` differ from ``want``
     by more than ``rtol`` of the buffer's scale (its largest value before or after the step: a
-    result that cancels to near zero keeps the rounding of its operands); else (what differs,
-    with the cancellation hint when every error is small, 0.0)."""
+    result that cancels to near zero keeps the rounding of its operands) plus ``floor`` (per
+    element, absolute: how far float32 rounding of the step's inputs moves the reference, see
+    ``_float32.reference_with_floor``); else (what differs, with the cancellation hint when every error
+    is small, 0.0)."""
     want64 = np.asarray(want, np.float64)
     scale = max(float(np.max(np.abs(want64))), float(np.max(np.abs(before))), 1e-30)
-    err = np.abs(np.asarray(got, np.float64) - want64) / scale
-    bad = int(np.count_nonzero(err > rtol))
+    diff = np.abs(np.asarray(got, np.float64) - want64)
+    err = diff / scale
+    bad = int(np.count_nonzero(diff > rtol * scale + floor))
     if bad > limit:
         worst = float(np.max(err))
         detail = f"{bad} of {err.size} elements beyond rtol={rtol}, worst {worst:.3e}"
         if worst <= _ROUNDING_SIZED:
             detail += ". " + CANCELLATION_HINT.format(limit=_ROUNDING_SIZED)
         return detail, 0.0
+    # the worst error within rtol: elements admitted by the floor or the limit are rounding's
     return None, float(np.max(np.where(err > rtol, 0.0, err)))
 
 

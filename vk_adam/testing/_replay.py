@@ -13,7 +13,7 @@ from .._optim import Optimizer
 from .._rules import UpdateRule
 from .._runtime import Runtime
 from ._compare import RuleConformanceError, check_close, nonfinite_detail
-from ._float32 import reference_step, state_before
+from ._float32 import reference_with_floor, state_before
 
 
 def check_replay(
@@ -51,7 +51,7 @@ def check_replay(
                 g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-2, 1)).astype(np.float32)
                 runtime.host_view(grad)[:] = g
                 runtime.evaluate(sequence)
-                reference_step(rule, ref, g, state, options, step)
+                floor = reference_with_floor(rule, ref, g, state, options, step)
                 after = opt.state_dict()
                 count = after["state"][0]["step"] if after["state"] else 0
                 if count != step:
@@ -65,7 +65,7 @@ def check_replay(
                 for what, got, want, before in pairs:
                     detail = nonfinite_detail(got, want, "reference")
                     if detail is None:
-                        detail, agreeing = check_close(got, want, before, rtol, limit)
+                        detail, agreeing = check_close(got, want, before, rtol, limit, floor[what])
                         worst = max(worst, agreeing)
                     if detail is not None:
                         raise RuleConformanceError(
