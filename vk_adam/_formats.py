@@ -108,18 +108,27 @@ _THRESHOLDS = {k: thresholds(v) for k, v in _MAPS.items()}
 #: top 15 bits), each holding at most one decision threshold of either map.
 TABLE_BUCKETS = 24 * 128
 TABLE_FIRST_BUCKET = 104 << 7  # float32 bits >> 16 of 2**-23: below it every value is zero
-#: Words of the quantization-table buffer: per map (signed, then unsigned) one word per bucket
-#: and the 256 map values.
-MAP_WORDS = TABLE_BUCKETS + 256
-TABLE_WORDS = 2 * MAP_WORDS
 #: A bucket entry's threshold when its bucket holds none: above every value's low 16 bits.
 NO_THRESHOLD = 0x10000
+#: float32 bits of the first and last value the buckets hold: the codes of the values outside
+#: them are those of these two (tiny values, and values past 2 or NaN, take the first and last
+#: bucket's code; a negative value, -0.0 included, is below every bucket: the unsigned map's
+#: code 0).
+BITS_FIRST = TABLE_FIRST_BUCKET << 16
+BITS_LAST = ((TABLE_FIRST_BUCKET + TABLE_BUCKETS) << 16) - 1
+#: Words of the quantization-table buffer: the 256 values of each map (signed, then unsigned),
+#: then per map (signed, then unsigned) one entry per float32's top 16 bits.
+MAP_VALUES = 256
+ENTRIES = 1 << 16
+SIGNED_ENTRIES = 2 * MAP_VALUES
+UNSIGNED_ENTRIES = SIGNED_ENTRIES + ENTRIES
+TABLE_WORDS = UNSIGNED_ENTRIES + ENTRIES
 
 
 def bucket_codes(signed: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per bucket of a map: the code at its lower edge, and its threshold: the smallest low 16
-    bits of a float32 in the bucket that takes the next code (the threshold's bits 15..8 rounded
-    up, times 256), or ``NO_THRESHOLD``."""
+    """Per bucket of |x| of a map: the code at its lower edge, and its threshold: the smallest
+    low 16 bits of a float32 in the bucket that takes the next code (the threshold's bits 15..8
+    rounded up, times 256), or ``NO_THRESHOLD``."""
     t = _THRESHOLDS[signed][:255]
     edges = ((np.arange(TABLE_BUCKETS + 1, dtype=np.uint32) + TABLE_FIRST_BUCKET) << np.uint32(16)).view(
         np.float32
@@ -139,49 +148,93 @@ def bucket_codes(signed: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.in
     return code, threshold
 
 
-def _bucket_entries(signed: bool) -> npt.NDArray[np.uint32]:
-    """One word per bucket b, so that the shader's lookup of a value's code is one read, one add
-    and one shift: ``(entry + bits) >> 16``, ``bits`` the value's float32 bits (clamped into the
-    buckets). The entry is ``code << 16`` plus ``0x10000 - threshold`` (a carry into the code
-    exactly when the value's low 16 bits reach the threshold; none when there is no threshold),
-    minus the bucket's own bits (``b << 16``) that ``bits`` adds back, modulo 2**32."""
+def magnitude_codes(top: npt.NDArray[Any], signed: bool) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The code at the lower edge and the threshold of the floats >= +0 whose top 16 bits are
+    ``top`` (< 0x8000): their bucket's, or, outside the buckets, the constant code of
+    ``BITS_FIRST`` (below) or ``BITS_LAST`` (above) with no threshold."""
     code, threshold = bucket_codes(signed)
-    bucket = np.arange(TABLE_BUCKETS, dtype=np.int64) + TABLE_FIRST_BUCKET
-    return (((code << 16) + (0x10000 - threshold) - (bucket << 16)) & 0xFFFFFFFF).astype(np.uint32)
+    top = np.asarray(top, np.int64)
+    index = np.clip(top - TABLE_FIRST_BUCKET, 0, TABLE_BUCKETS - 1)
+    below, above = top < TABLE_FIRST_BUCKET, top >= TABLE_FIRST_BUCKET + TABLE_BUCKETS
+    c = np.where(below, code[0] + (threshold[0] <= 0), code[index])
+    c = np.where(above, code[-1] + (threshold[-1] <= 0xFFFF), c)
+    return c, np.where(below | above, NO_THRESHOLD, threshold[index])
 
 
-_ENTRIES = {True: _bucket_entries(True), False: _bucket_entries(False)}
-#: float32 bits of the first and last value the buckets hold: a value's bits are clamped into
-#: them (tiny values, and values past 2 or NaN, then take the first and last bucket's code;
-#: a negative value, -0.0 included, is below every bucket: the unsigned map's code 0).
-BITS_FIRST = TABLE_FIRST_BUCKET << 16
-BITS_LAST = ((TABLE_FIRST_BUCKET + TABLE_BUCKETS) << 16) - 1
+def _entries(signed: bool) -> npt.NDArray[np.uint32]:
+    """One word per float32's top 16 bits ``b`` (the ordered bits' in the signed map), so that
+    the shader's lookup of a value's code is one read, one add and one shift: ``(entry + bits)
+    >> 16``. The entry is ``code << 16`` plus ``0x10000 - threshold`` (a carry into the code
+    exactly when the value's low 16 bits reach the threshold; none when there is none), minus
+    ``b << 16`` that ``bits`` adds back, modulo 2**32.
+
+    Values >= +0 take their magnitude's code (``magnitude_codes``). Negative values take code 0
+    in the unsigned map. In the signed map a negative value takes its magnitude's mirror image,
+    ``254 - min(c, 254)`` (the map is symmetric but for +1, code 255: the most negative value,
+    code 0, stands in); its ordered bits are its bits with the 31 below the sign flipped, so
+    that within an entry's span the code grows with the bits, and the magnitude's threshold
+    ``t`` becomes ``0x10000 - t`` on them. -0.0 takes +0.0's code. A NaN with the sign bit set
+    takes +NaN's code (255), but for those of payload below 2**16 (signalling NaNs, which no
+    float multiply returns), which share their span with -inf and take its code, 0."""
+    top = np.arange(ENTRIES, dtype=np.int64)
+    positive = top < 0x8000
+    mag_top = np.where(positive, top, 0x7FFF - (top & 0x7FFF))
+    c, t = magnitude_codes(mag_top, signed)
+    if not signed:
+        neg_c, _ = magnitude_codes(np.zeros(1, np.int64), signed)  # negative bits clamp below
+        code = np.where(positive, c, neg_c[0])
+        threshold = np.where(positive, t, NO_THRESHOLD)
+    else:
+        # a negative value: 254 - min(c + [low16(|x|) >= t], 254), low16(|x|) = 0xFFFF - low16(y)
+        hi = 254 - np.minimum(c, 254)  # low16(y) past 0xFFFF - t: below the magnitude's threshold
+        lo = 254 - np.minimum(c + 1, 254)  # low16(y) below 0x10000 - t
+        steps = (t != NO_THRESHOLD) & (hi != lo)
+        neg_code = np.where(steps, lo, hi)
+        neg_threshold = np.where(steps, 0x10000 - t, NO_THRESHOLD)
+        # NaNs with the sign bit set (|x| past 0x7F80FFFF): +NaN's code
+        nan = (~positive) & (mag_top > 0x7F80)
+        nan_code, _ = magnitude_codes(np.full(1, 0x7FC0, np.int64), signed)
+        code = np.where(positive, c, np.where(nan, nan_code[0], neg_code))
+        threshold = np.where(positive, t, np.where(nan, NO_THRESHOLD, neg_threshold))
+    entries: npt.NDArray[np.uint32] = (
+        ((code << 16) + (0x10000 - threshold) - (top << 16)) & 0xFFFFFFFF
+    ).astype(np.uint32)
+    return entries
+
+
+_ENTRIES = {True: _entries(True), False: _entries(False)}
 
 
 def quant_tables() -> npt.NDArray[np.uint32]:
     """The words of the harness's quantization-table buffer (``vk_adam_rule.glsl`` reads it in
-    place): per map (signed at word 0, unsigned at ``MAP_WORDS``) the bucket entries and the 256
-    map values."""
+    place): the 256 values of the signed map, the unsigned map's, then the signed map's 65,536
+    entries and the unsigned map's."""
     words = np.zeros(TABLE_WORDS, np.uint32)
-    for offset, signed in ((0, True), (MAP_WORDS, False)):
-        words[offset : offset + TABLE_BUCKETS] = _ENTRIES[signed]
-        words[offset + TABLE_BUCKETS : offset + MAP_WORDS] = _MAPS[signed].view(np.uint32)
+    words[:MAP_VALUES] = _MAPS[True].view(np.uint32)
+    words[MAP_VALUES:SIGNED_ENTRIES] = _MAPS[False].view(np.uint32)
+    words[SIGNED_ENTRIES:UNSIGNED_ENTRIES] = _ENTRIES[True]
+    words[UNSIGNED_ENTRIES:] = _ENTRIES[False]
     return words
 
 
+def ordered_bits(x: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The float32 bits of ``x`` with, for a negative sign, the 31 bits below it flipped: as
+    unsigned integers they grow with the value over each sign."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.int64)
+    out: npt.NDArray[np.int64] = bits ^ ((bits >> 31) * 0x7FFFFFFF)
+    return out
+
+
 def _codes_of_normalized(x: npt.NDArray[Any], signed: bool) -> npt.NDArray[np.uint8]:
-    """The harness's quantizer on normalized values (float32): a value's bucket's code, plus
-    one at or past the bucket's threshold (the nearest map value, the threshold rounded to
-    1/256 of a bucket: 2**-15 relative). Negative values mirror their magnitude's code in
-    the signed map (its +1 has no mirror: the most negative code, 0, stands in); in the
-    unsigned map they take code 0."""
+    """The harness's quantizer on normalized values (float32): the entry of the value's top 16
+    bits (ordered bits in the signed map), the code one add and one shift from it (the nearest
+    map value, the threshold rounded to 1/256 of a bucket: 2**-15 relative). Negative values
+    mirror their magnitude's code in the signed map (its +1 has no mirror: the most negative
+    code, 0, stands in); in the unsigned map they take code 0."""
     x32 = np.asarray(x, np.float32)
-    a = np.abs(x32) if signed else x32
-    bits = np.clip(a.view(np.int32).astype(np.int64), BITS_FIRST, BITS_LAST)
-    entry = _ENTRIES[signed][(bits >> 16) - TABLE_FIRST_BUCKET].astype(np.int64)
+    bits = ordered_bits(x32) if signed else x32.view(np.uint32).astype(np.int64)
+    entry = _ENTRIES[signed][bits >> 16].astype(np.int64)
     code = ((entry + bits) & 0xFFFFFFFF) >> 16
-    if signed:
-        code = np.where(x32 < 0, 254 - np.minimum(code, 254), code)
     out: npt.NDArray[np.uint8] = code.astype(np.uint8)
     return out
 

@@ -5,8 +5,9 @@ timed against the release build, interleaved step by step, at 2^24 and 2^28 elem
 
 Builds (each a copy of vk_adam/include with one part replaced; only ``release`` gives correct
 results, the others are for timing):
-  release        the harness as shipped (one word per bucket entry, read in place, the code
-                 one add and one shift from it; the map values in shared memory)
+  release        the harness as shipped (one table entry per float's top 16 bits, read in
+                 place, the code one add and one shift from it, no clamp, ordered bits in the
+                 signed map; the map values in shared memory)
   map-in-place   the map values read from the table buffer, through the L1 cache, as the
                  bucket entries are (the harness before format_costs.py measured the two)
   quant-arith    the quantizer without its bucket table: the decade by seven compares, the step
@@ -17,10 +18,10 @@ results, the others are for timing):
   bare           no-tables, and the rule's math replaced by one multiply-add per value: what the
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
                  cost on their own (a floor with the same bytes and the same loop)
-  entry8         harness 8's quantizer: the bucket's code and threshold apart in its word (a
-                 mask, a shift and a compare more per value), with harness 8's table
-  entry16        the quantizer before harness 8: two 16-bit bucket entries per word (a
-                 half-word select and byte extracts per value), the table of 14 KiB
+  clamped        the release's lookup with clamps before it, as a table of the buckets that
+                 matter would need: the signed map's ordered bits clamped below -2 (one min), the
+                 unsigned map's bits into 2**-23..2 (two); the same codes but for NaNs with
+                 the sign bit set in the signed map (code 0, not 255)
   sr-half-hash   one hash of the rounding stream per two values (16 bits each): other random
                  bits, for timing only
   trivial-quant  a quantizer of three instructions (the code a linear map of the value): what
@@ -39,7 +40,8 @@ Knob builds: the release under one of the loop-shape settings (bit-identical; va
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
 one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
-release's codes and ``--check`` compares them.
+release's codes and ``--check`` compares them. A file of an older harness version runs with its
+own version's table buffer (``TABLE_LAYOUTS``: version 9), its version mark set to this one's.
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
@@ -70,13 +72,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DEQ = re.compile(
     r"float vk_adam_dequantize\(uint c, bool signed_map\) \{\n    return vk_adam_map_values\[.*?\];\n\}", re.S
 )
-CODE_OF = re.compile(r"uint vk_adam_code_of\(float a, uint map\) \{.*?\n\}", re.S)
+QUANTIZE = re.compile(r"uint vk_adam_quantize\(float x, bool signed_map\) \{.*?\n\}", re.S)
 LOAD_MAP = "        vk_adam_load_map_values();\n"
 UPDATE_CALL = "vk_adam_update(P, vk_adam_load_grad(i, n) * vk_adam_grad_scale, S);"
 
 DEQ_IN_PLACE = """float vk_adam_dequantize(uint c, bool signed_map) {
     return uintBitsToFloat(
-        vk_adam_tables[(signed_map ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS / 2u + c]);
+        vk_adam_tables[(signed_map ? 0u : 256u) + c]);
 }"""
 DEQ_ARITH = """float vk_adam_dequantize(uint c, bool signed_map) {
     uint m = signed_map ? (c >= 127u ? c - 127u : 127u - c) : c;
@@ -96,34 +98,27 @@ QUANT_ARITH = """uint vk_adam_code_of(float a, uint map) {
     uint code = width - 1u + uint(k);
     float lo = (floor(k) + 0.5) / decade, hi = (floor(k) + 1.5) / decade;
     return min(code + (a + a >= lo + hi ? 1u : 0u), 255u);
+}
+uint vk_adam_quantize(float x, bool signed_map) {
+    if (!signed_map) {
+        return vk_adam_code_of(max(x, 0.0), 1u);
+    }
+    uint c = vk_adam_code_of(abs(x), 0u);
+    return x < 0.0 ? 254u - min(c, 254u) : c;
 }"""
-# Harness 8's quantizer: per bucket word the code (low byte) and the threshold (bits 8..24).
-CODE_OF_8 = """uint vk_adam_code_of(float a, uint map) {
-    uint bits = floatBitsToUint(a);
-    uint bucket = clamp(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET,
-                        VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS - 1u);
-    uint entry = vk_adam_tables[map + bucket - VK_ADAM_TABLE_FIRST_BUCKET];
-    return (entry & 0xFFu) + ((bits & 0xFFFFu) >= (entry >> 8) ? 1u : 0u);
+# The release's lookup, its bits clamped first (entries at the clamp's edges give the same codes).
+CLAMPED = """uint vk_adam_quantize(float x, bool signed_map) {
+    uint bits = floatBitsToUint(x);
+    if (!signed_map) {
+        bits = uint(clamp(int(bits), 0x34000000, 0x3FFFFFFF));
+        return (vk_adam_tables[VK_ADAM_UNSIGNED_ENTRIES + (bits >> 16)] + bits) >> 16;
+    }
+    bits ^= uint(floatBitsToInt(x) >> 31) & 0x7FFFFFFFu;
+    bits = uint(max(int(bits), int(0xBFFFFFFFu)));
+    return (vk_adam_tables[VK_ADAM_SIGNED_ENTRIES + (bits >> 16)] + bits) >> 16;
 }"""
-# Before harness 9 the unsigned map's values were clamped at 0 in float (their bits as uint).
-UNSIGNED_CALL = "        return vk_adam_code_of(x, VK_ADAM_MAP_WORDS);\n"
-UNSIGNED_CALL_8 = "        return vk_adam_code_of(max(x, 0.0), VK_ADAM_MAP_WORDS);\n"
-# Harness 7's quantizer: two 16-bit entries per word, the code (low byte) and the threshold's
-# position in the bucket (high byte, in 1/256ths; 0: none).
-CODE_OF_16 = """uint vk_adam_code_of(float a, uint map) {
-    uint bits = floatBitsToUint(a);
-    uint bucket = min(max(bits >> 16, VK_ADAM_TABLE_FIRST_BUCKET) - VK_ADAM_TABLE_FIRST_BUCKET,
-                      VK_ADAM_TABLE_BUCKETS - 1u);
-    uint entry = (vk_adam_tables[map + (bucket >> 1)] >> ((bucket & 1u) * 16u)) & 0xFFFFu;
-    uint position = entry >> 8;
-    return (entry & 0xFFu) + ((position != 0u && ((bits >> 8) & 0xFFu) >= position) ? 1u : 0u);
-}"""
-MAP_WORDS_32 = "#define VK_ADAM_MAP_WORDS 3328u"
-MAP_WORDS_16 = "#define VK_ADAM_MAP_WORDS 1792u"
-MAP_VALUES_32 = "VK_ADAM_TABLE_BUCKETS + (w & 255u)"
-MAP_VALUES_16 = "VK_ADAM_TABLE_BUCKETS / 2u + (w & 255u)"
-TRIVIAL_QUANT = """uint vk_adam_code_of(float a, uint map) {
-    return min(uint(a * 255.0), 255u);
+TRIVIAL_QUANT = """uint vk_adam_quantize(float x, bool signed_map) {
+    return min(uint(abs(x) * 255.0), 255u);
 }"""
 TRIVIAL_DEQ = """float vk_adam_dequantize(uint c, bool signed_map) {
     return float(c) * (1.0 / 255.0);
@@ -154,24 +149,18 @@ BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S
 BUILDS: dict[str, list[tuple[Any, str]]] = {
     "release": [],
     "map-in-place": [(DEQ, DEQ_IN_PLACE), (LOAD_MAP, "")],
-    "quant-arith": [(CODE_OF, QUANT_ARITH)],
+    "quant-arith": [(QUANTIZE, QUANT_ARITH)],
     "deq-arith": [(DEQ, DEQ_ARITH), (LOAD_MAP, "")],
-    "no-tables": [(CODE_OF, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
+    "no-tables": [(QUANTIZE, QUANT_ARITH), (DEQ, DEQ_ARITH), (LOAD_MAP, "")],
     "bare": [
-        (CODE_OF, QUANT_ARITH),
+        (QUANTIZE, QUANT_ARITH),
         (DEQ, DEQ_ARITH),
         (LOAD_MAP, ""),
         (UPDATE_CALL, BARE_UPDATE),
     ],
-    "entry8": [(CODE_OF, CODE_OF_8), (UNSIGNED_CALL, UNSIGNED_CALL_8)],
-    "entry16": [
-        (CODE_OF, CODE_OF_16),
-        (UNSIGNED_CALL, UNSIGNED_CALL_8),
-        (MAP_WORDS_32, MAP_WORDS_16),
-        (MAP_VALUES_32, MAP_VALUES_16),
-    ],
+    "clamped": [(QUANTIZE, CLAMPED)],
     "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
-    "trivial-quant": [(CODE_OF, TRIVIAL_QUANT)],
+    "trivial-quant": [(QUANTIZE, TRIVIAL_QUANT)],
     "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
     "no-hash": [("        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);\n", NO_HASH)],
     "no-absmax": [(ABSMAX, NO_ABSMAX)],
@@ -194,42 +183,53 @@ KNOBS: dict[str, dict[str, str]] = {
     "wgsize512": {"VK_ADAM_WORKGROUP_SIZE": "512"},
 }
 #: The builds whose codes are the release's (checked by --check).
-EXACT = ["release", "map-in-place", "entry8", "entry16", *KNOBS]
+EXACT = ["release", "map-in-place", "clamped", *KNOBS]
 
 
-def tables_8() -> Any:
-    """The table buffer of harness 8 (the entry8 build): per map one word per bucket, the code
-    (bits 0..7) and the threshold (bits 8..24), then the 256 map values."""
+def tables_9() -> Any:
+    """The table buffer of harness 9: per map (signed at word 0, unsigned at 3,328) one word per
+    bucket of |x| (2**-23 to 2, a float's top 15 bits; the value's bits are clamped into them),
+    then the 256 map values."""
     from vk_adam import _formats as fmt
 
-    words = RELEASE_TABLES[0]().copy()
-    for offset, signed in ((0, True), (fmt.MAP_WORDS, False)):
+    words = np.zeros(2 * (fmt.TABLE_BUCKETS + 256), np.uint32)
+    bucket = np.arange(fmt.TABLE_BUCKETS, dtype=np.int64) + fmt.TABLE_FIRST_BUCKET
+    for offset, signed in ((0, True), (fmt.TABLE_BUCKETS + 256, False)):
         code, threshold = fmt.bucket_codes(signed)
-        words[offset : offset + fmt.TABLE_BUCKETS] = (code | (threshold << 8)).astype(np.uint32)
+        entries = ((code << 16) + (0x10000 - threshold) - (bucket << 16)) & 0xFFFFFFFF
+        words[offset : offset + fmt.TABLE_BUCKETS] = entries.astype(np.uint32)
+        words[offset + fmt.TABLE_BUCKETS : offset + fmt.TABLE_BUCKETS + 256] = fmt.dynamic_map(signed).view(
+            np.uint32
+        )
     return words
 
 
-def tables_16() -> Any:
-    """The table buffer of harness 7 (the entry16 build): per map 1,536 words of two 16-bit
-    bucket entries (the code; the threshold's position in 1/256ths of the bucket, 0: none), then
-    the 256 map values."""
-    from vk_adam import _formats as fmt
-
-    release = RELEASE_TABLES[0]()
-    half = fmt.TABLE_BUCKETS // 2
-    words = np.zeros(2 * (half + 256), np.uint32)
-    for old, new, signed in ((0, 0, True), (half + 256, fmt.MAP_WORDS, False)):
-        code, threshold = fmt.bucket_codes(signed)
-        position = np.where(threshold == fmt.NO_THRESHOLD, 0, threshold >> 8)
-        words[old : old + half] = (code | (position << 8)).astype(np.uint16).view(np.uint32)
-        words[old + half : old + half + 256] = release[new + fmt.TABLE_BUCKETS : new + fmt.MAP_WORDS]
-    return words
+#: The table buffers of older harness versions (harness-file builds of that version use them).
+TABLE_LAYOUTS = {9: tables_9}
+VERSION = re.compile(r"#define VK_ADAM_HARNESS_VERSION (\d+)")
+MARK = re.compile(r"(layout\(constant_id = 31\) const uint VK_ADAM_HARNESS = )\d+u;")
 
 
-#: The release's table builder, saved before a build's replaces it (make()).
-RELEASE_TABLES: list[Any] = []
+def harness_file(name: str) -> str:
+    """A harness-file build's source, its version mark set to this vk-adam's (the optimizer runs
+    no other) and, for an older version, its table buffer registered in ``TABLES``."""
+    from vk_adam._rules.spirv import HARNESS_VERSION
+
+    text = HARNESS_FILES[name].read_text()
+    found = VERSION.search(text)
+    version = int(found.group(1)) if found else 0
+    if version != HARNESS_VERSION:
+        if version not in TABLE_LAYOUTS:
+            raise SystemExit(f"--harness {name}: harness version {version} has no table layout here")
+        TABLES[name] = TABLE_LAYOUTS[version]
+        text = VERSION.sub(f"#define VK_ADAM_HARNESS_VERSION {HARNESS_VERSION}", text)
+        text, marked = MARK.subn(rf"\g<1>{HARNESS_VERSION}u;", text)
+        assert marked == 1, f"--harness {name}: no version mark"
+    return text
+
+
 #: Builds whose table buffer differs from the release's.
-TABLES = {"entry8": tables_8, "entry16": tables_16}
+TABLES: dict[str, Any] = {}
 
 #: (label, param dtype, stochastic rounding, state dtype) as the formats bench's rows.
 FORMATS = (
@@ -266,7 +266,7 @@ def build_rules(work: Path, names: list[str]) -> dict[str, Any]:
             shutil.copy(ROOT / "glsl" / f, src / f)
         shutil.copy(Path(INCLUDE_DIR) / "vk_adam_16bit.glsl", src / "vk_adam_16bit.glsl")
         if name in HARNESS_FILES:
-            harness = HARNESS_FILES[name].read_text()
+            harness = harness_file(name)
         else:
             harness = patched((Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text(), BUILDS[name])
         # included relative to the including file first, so this copy wins over INCLUDE_DIR
@@ -294,7 +294,6 @@ def make(
         zero_grad=False, profile=True, lr=1e-4, state_dtype=state, stochastic_rounding=sr
     )
     release_tables = fmt.quant_tables
-    RELEASE_TABLES[:] = [release_tables]
     if build in TABLES:
         fmt.quant_tables = TABLES[build]  # read once, when the optimizer is made
     knobs = KNOBS.get(build, {})

@@ -24,6 +24,9 @@ from ..conftest import limit_allocations, random_grad, scale_error
 #: 256 KiB allocations: 65,536 float32 elements per buffer set. The params are large enough for
 #: host imports (``MIN_IMPORT_BYTES``), so the import path runs too.
 SMALL = 1 << 18
+#: With 8-bit state, allocations of 1 MiB and params four times longer (the same sets): the
+#: quantization tables take 514 KiB (any conformant device allocates 1 GiB at once).
+INT8_SCALE = 4
 SHAPES = [(20000,), (120, 250), (40000,), (7,), (60000,), (90, 90)]
 #: With a param of 150,000 elements: three pieces of at most 65,536 float32 (or 131,072 bf16
 #: with bf16 state and no master copy), the last sharing its set with the params after it.
@@ -33,6 +36,14 @@ DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
 
 def _params(rng, dtype=np.float32, shapes=SHAPES):
     return [(rng.standard_normal(s) * 0.5).astype(dtype) for s in shapes]
+
+
+def _limit_and_shapes(state_dtype, shapes):
+    """The allocation limit and the shapes for ``state_dtype``: ``SMALL`` and ``shapes``, or with
+    8-bit state both ``INT8_SCALE`` times larger (each shape's first dimension)."""
+    if state_dtype != "int8-blockwise":
+        return SMALL, shapes
+    return SMALL * INT8_SCALE, [(s[0] * INT8_SCALE, *s[1:]) for s in shapes]
 
 
 def _run(monkeypatch, limit, seed, steps=3, dtype=np.float32, wait=True, shapes=SHAPES, **options):
@@ -104,8 +115,9 @@ def test_several_sets_in_storage_formats(monkeypatch, rng, param_dtype, state_dt
     param, and each piece of one, starts on a block, so no block's scale changes with the split)."""
     seed = int(rng.integers(2**32))
     options = dict(dtype=DTYPES[param_dtype], state_dtype=state_dtype, stochastic_rounding=False)
+    small, shapes = _limit_and_shapes(state_dtype, shapes)
     whole = _run(monkeypatch, None, seed, shapes=shapes, **options)
-    split = _run(monkeypatch, SMALL, seed, shapes=shapes, **options)
+    split = _run(monkeypatch, small, seed, shapes=shapes, **options)
     assert split[2] >= 2
     _same(whole, split)
 
@@ -136,9 +148,10 @@ def test_several_sets_against_the_float64_reference(monkeypatch, rng, shapes):
 @pytest.mark.parametrize("state_dtype", ["float32", "int8-blockwise"])
 def test_a_state_dict_moves_between_one_set_and_several(monkeypatch, rng, shapes, state_dtype):
     seed = int(rng.integers(2**32))
-    _, saved, _ = _run(monkeypatch, SMALL, seed, steps=2, shapes=shapes, state_dtype=state_dtype)
+    small, shapes = _limit_and_shapes(state_dtype, shapes)
+    _, saved, _ = _run(monkeypatch, small, seed, steps=2, shapes=shapes, state_dtype=state_dtype)
     continued = []
-    for limit in (None, SMALL):
+    for limit in (None, small):
         limit_allocations(monkeypatch, limit)
         r = np.random.default_rng(seed + 1)
         params = _params(r, shapes=shapes)

@@ -451,31 +451,64 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
         assert p.tobytes() == saved.tobytes()
 
 
+def _magnitude_rule(x: np.ndarray, signed: bool) -> np.ndarray:
+    """The quantizer by magnitude buckets, written apart from the table's entries: |x|'s bits
+    clamped into the buckets, its bucket's code plus one at or past its threshold; in the
+    signed map a negative value takes ``254 - min(code, 254)``, in the unsigned map code 0."""
+    x = np.asarray(x, np.float32)
+    code, threshold = fmt.bucket_codes(signed)
+    a = np.abs(x) if signed else x
+    bits = np.clip(a.view(np.int32).astype(np.int64), fmt.BITS_FIRST, fmt.BITS_LAST)
+    bucket = (bits >> 16) - fmt.TABLE_FIRST_BUCKET
+    out = code[bucket] + ((bits & 0xFFFF) >= threshold[bucket])
+    if signed:
+        out = np.where(x < 0, 254 - np.minimum(out, 254), out)
+    return out
+
+
 def test_the_harness_reads_the_table_layout_that_formats_writes():
-    """The shader's table constants are ``_formats``'s, and each bucket's entry, plus the bits
-    of a value in the bucket, is the bucket's code plus one exactly when the value's low 16
-    bits reach its threshold (a multiple of 256 below 2**16, or none)."""
+    """The shader's table offsets are ``_formats``'s; the map values come first; and for every
+    float's top 16 bits (ordered bits in the signed map) the entry, plus the bits of a value
+    there, is the code of the magnitude rule: its bucket's code plus one exactly when its low 16
+    bits reach the bucket's threshold (a multiple of 256 below 2**16, or none), mirrored for
+    negative values. The one exception: the signed map's NaNs with the sign bit set and a
+    payload below 2**16 (signalling NaNs, which no multiply returns) take -inf's code."""
     from vk_adam.shaderc import INCLUDE_DIR
 
     source = (Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text()
-    defines = dict(re.findall(r"#define (VK_ADAM_(?:TABLE|MAP)_\w+) (.+)", source))
-    assert int(defines["VK_ADAM_TABLE_BUCKETS"].rstrip("u")) == fmt.TABLE_BUCKETS
-    assert int(defines["VK_ADAM_MAP_WORDS"].rstrip("u")) == fmt.MAP_WORDS
-    assert defines["VK_ADAM_TABLE_FIRST_BUCKET"] == f"({fmt.TABLE_FIRST_BUCKET >> 7}u << 7)"
+    defines = dict(re.findall(r"#define (VK_ADAM_(?:UN)?SIGNED_ENTRIES) (.+)", source))
+    assert defines["VK_ADAM_SIGNED_ENTRIES"] == f"{fmt.SIGNED_ENTRIES}u"
+    assert defines["VK_ADAM_UNSIGNED_ENTRIES"] == f"({fmt.SIGNED_ENTRIES}u + {fmt.ENTRIES}u)"
     words = fmt.quant_tables()
-    assert words.size == fmt.TABLE_WORDS == 2 * (fmt.TABLE_BUCKETS + 256)
-    bucket = np.arange(fmt.TABLE_BUCKETS, dtype=np.int64) + fmt.TABLE_FIRST_BUCKET
-    for offset, signed in ((0, True), (fmt.MAP_WORDS, False)):
+    assert words.size == fmt.TABLE_WORDS == 2 * 256 + 2 * 2**16
+    assert words[:256].view(np.float32).tobytes() == fmt.dynamic_map(True).tobytes()
+    assert words[256:512].view(np.float32).tobytes() == fmt.dynamic_map(False).tobytes()
+    top = np.arange(2**16, dtype=np.int64)
+    for offset, signed in ((fmt.SIGNED_ENTRIES, True), (fmt.UNSIGNED_ENTRIES, False)):
         code, threshold = fmt.bucket_codes(signed)
         assert np.all((threshold == fmt.NO_THRESHOLD) | ((threshold % 256 == 0) & (threshold < 2**16)))
         assert np.all(np.diff(code) >= 0) and code.max() <= 255  # codes rise with the value
         assert np.all(code[threshold != fmt.NO_THRESHOLD] < 255)  # room for the carry
-        entries = words[offset : offset + fmt.TABLE_BUCKETS].astype(np.int64)
-        for low16 in (0, 255, 256, 0x7FFF, 0xFF00, 0xFFFF):  # the bucket's first bits to its last
-            got = ((entries + (bucket << 16) + low16) & 0xFFFFFFFF) >> 16
-            np.testing.assert_array_equal(got, code + (low16 >= threshold))
-        values = words[offset + fmt.TABLE_BUCKETS : offset + fmt.MAP_WORDS].view(np.float32)
-        assert values.tobytes() == fmt.dynamic_map(signed).astype(np.float32).tobytes()
+        entries = words[offset : offset + 2**16].astype(np.int64)
+        for low16 in (0, 1, 255, 256, 0x7FFF, 0xFEFF, 0xFF00, 0xFFFE, 0xFFFF):
+            key = (top << 16) + low16  # the bits the shader adds (ordered bits: signed map)
+            got = ((entries + key) & 0xFFFFFFFF) >> 16
+            bits = key ^ ((key >> 31) * 0x7FFFFFFF) if signed else key
+            x = bits.astype(np.uint32).view(np.float32)
+            want = _magnitude_rule(x, signed)
+            signalling = signed & ((bits >> 16) == 0xFF80) & ((bits & 0xFFFF) != 0)
+            np.testing.assert_array_equal(got[~signalling], want[~signalling])
+            assert np.all(got[signalling] == 0)
+        # every entry's code and its carry stay in the code's byte
+        assert np.all((((entries + (top << 16) + 0xFFFF) & 0xFFFFFFFF) >> 16) <= 255)
+    # the host's quantizer is the shader's formula: ordered bits in the signed map
+    sample = np.random.default_rng(0).integers(0, 2**32, 2**16, dtype=np.uint64).astype(np.uint32)
+    x = sample.view(np.float32)
+    for signed in (True, False):
+        signalling = signed & ((sample >> 16) == 0xFF80) & ((sample & 0xFFFF) != 0)
+        np.testing.assert_array_equal(
+            fmt._codes_of_normalized(x, signed)[~signalling], _magnitude_rule(x, signed)[~signalling]
+        )
 
 
 @pytest.mark.parametrize("signed", [True, False])
@@ -488,6 +521,9 @@ def test_the_shader_quantizes_to_the_nearest_map_value(signed, rng, variant):
     thresholds = (table[:-1] + table[1:]) / 2
     targets = np.concatenate([thresholds * (1 - 4e-5), thresholds * (1 + 4e-5), thresholds, table])
     targets = np.concatenate([targets, rng.uniform(-1, 1, 2000), 10.0 ** rng.uniform(-9, 0, 2000)])
+    # tiny values of either sign (float32 subnormals among them) and -0.0: the code of 0
+    tiny = 10.0 ** rng.uniform(-44, -7, 200) * rng.choice([-1.0, 1.0], 200)
+    targets = np.concatenate([targets, tiny, [-0.0]])
     targets = np.clip(targets if signed else np.abs(targets), -1.0, 1.0)
     blocks = -(-targets.size // 255)
     x = np.zeros((blocks, 256))

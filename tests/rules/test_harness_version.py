@@ -6,8 +6,9 @@ did not have yet taken out of the SPIR-V (their ``SpecId`` decorations removed):
 registry reads of a shader is its interface, and every older harness lacks some of them (version
 8 added the version mark 31 with the quantization table of one word per bucket, 7 the step
 clock's 27..30, 6 ``VK_ADAM_PARAM_OUT``, 5 the workgroup size, 4 the vec4s per invocation, 3 the
-storage formats). A version-8 shader has them all; its version mark's default value says 8 (the
-table's entries changed in 9), so its copy here is today's with that value set to 8.
+storage formats). Version-8 and version-9 shaders have them all; their version mark's default
+value says their version (the table's entries changed in 9 and in 10), so their copies here are
+today's with that value set.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ MESSAGE = r"built against an older vk_adam_rule\.glsl; rebuild the plugin agains
 _OP_SPEC_CONSTANT, _OP_DECORATE, _SPEC_ID = 50, 71, 1
 #: The constants each older harness lacks, by its version (what a build against it reflects).
 LACKS = {
+    9: (),
     8: (),
     7: (31,),
     6: range(27, 32),

@@ -33,7 +33,6 @@ class DeviceGroups(Protocol):
     skip_nonfinite: bool
     status: Any
     unused: Any
-    qtable: Any
     shape: LoopShape
     drain: Callable[[], None]
     holds_params: bool  # device_params: the set's own param buffer is the param
@@ -41,6 +40,8 @@ class DeviceGroups(Protocol):
     clock: Clock | None  # capturable: the step clock's words in the status buffer
 
     def push_words(self, variant: ShaderVariant) -> int: ...
+
+    def quant_tables(self) -> Any: ...
 
     def forget_barriers(self) -> None: ...
 
@@ -165,11 +166,12 @@ def _update_pipeline(
     spec = (0.0, *group.spec[1:]) if host_grad else group.spec  # constant 0: zero the grad
     master = bset.param if param_out else bset.master
     absmax = [bset.absmax.get(s.name) for s in group.variant.state]
-    tensors += [*(a or dev.unused for a in absmax), master or dev.unused, dev.qtable]
+    tables = dev.quant_tables() if bset.format.quantized else dev.unused
+    tensors += [*(a or dev.unused for a in absmax), master or dev.unused, tables]
     bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
     bindings += [
         (master, FP32) if master is not None else (dev.unused, None),
-        (dev.qtable, None),
+        (tables, None),
     ]
     padding = (0.0,) * (1 + MAX_RULE_SPEC_CONSTANTS - len(spec))
     rule_spirv, has_shader = str(group.variant.spirv), dev.builder.has_shader

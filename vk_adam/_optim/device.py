@@ -90,9 +90,10 @@ class DeviceGroups:
         self.rt, self.rule = rt, rule
         self.storage = storage or Storage()
         self.seed = self.storage.seed
-        # The quantization tables of 8-bit state, and a stand-in for bindings a buffer set's
-        # formats leave unused (every binding the shader declares must be valid).
-        self.qtable = rt.buffer(fmt.quant_tables())
+        # The quantization tables of 8-bit state (made with the first 8-bit buffer set: 514 KiB),
+        # and a stand-in for bindings a buffer set's formats leave unused (every binding the
+        # shader declares must be valid).
+        self.qtable: Any = None
         self.unused = rt.buffer(np.zeros(4, np.float32))
         # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
         self.shape: LoopShape = loop_shape(rt.facts.info)
@@ -197,10 +198,17 @@ class DeviceGroups:
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
             # the stand-in (bound, writable, at unused bindings) and the tables: order them too
-            buffers += [self.unused, self.qtable]
+            buffers += [self.unused, *([self.qtable] if self.qtable is not None else [])]
             self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
             self._barrier_after = self.rt.barrier_op(buffers)
         return self._barrier_before, self._barrier_after
+
+    def quant_tables(self) -> Any:
+        """The quantization-table buffer of 8-bit state, made (and uploaded) on first use."""
+        if self.qtable is None:
+            self.qtable = self.rt.buffer(fmt.quant_tables())
+            self.rt.run([self.rt.upload_op([self.qtable])])
+        return self.qtable
 
     # -- one step --------------------------------------------------------------------------
 

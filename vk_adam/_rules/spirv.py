@@ -42,11 +42,12 @@ class ShaderInterface:
 
 #: The version of ``vk_adam/include/vk_adam_rule.glsl`` (``VK_ADAM_HARNESS_VERSION``): the only
 #: one whose shaders vk-adam runs.
-HARNESS_VERSION = 9
+HARNESS_VERSION = 10
 #: Specialization-constant ids of the storage formats (16..21 formats, 22 the 8-bit loop's vec4s).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
 #: ``VK_ADAM_HARNESS``: declared by harness 8 and later, never supplied; its default value is
-#: the harness's version (9: the bucket entries that carry the threshold into the code).
+#: the harness's version (10: an entry for every float's top 16 bits, ordered bits in the signed
+#: map; 9: entries for the buckets of |x| only).
 HARNESS_MARK_SPEC_ID = 31
 #: Every specialization-constant id of the harness beyond 0: those the optimizer supplies (the
 #: storage formats, the loop shape (23: vec4s per invocation; 24: the subgroup variant's
@@ -64,7 +65,8 @@ def is_current_harness(interface: ShaderInterface) -> bool:
     it declares every specialization constant the optimizer supplies (the subgroup size only in
     the subgroup variant), reads the gradient scale from its status block, and its version mark
     says this version. A shader built against an older ``vk_adam_rule.glsl`` lacks some of the
-    constants, or (version 8) marks itself 8: it would read the quantization table wrongly."""
+    constants, or (versions 8 and 9) marks its version: it would read the quantization table
+    wrongly."""
     return (
         HARNESS_SPEC_IDS - {SUBGROUP_SIZE_SPEC_ID} <= interface.spec_ids
         and interface.status_bytes >= STATUS_BYTES

@@ -59,12 +59,12 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 9
+#define VK_ADAM_HARNESS_VERSION 10
 // The version as a specialization constant the host never supplies: its SpecId in the SPIR-V
-// tells the registry which harness a shader was built against (9: a bucket's entry carries its
-// threshold into the code by one add; a shader of an earlier version would read this table
-// wrongly, so it is refused).
-layout(constant_id = 31) const uint VK_ADAM_HARNESS = 9u;
+// tells the registry which harness a shader was built against (10: an entry for every float's top
+// 16 bits, the signed map's by ordered bits; a shader of an earlier version would read this
+// table wrongly, so it is refused).
+layout(constant_id = 31) const uint VK_ADAM_HARNESS = 10u;
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -410,25 +410,26 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 }
 
 // -- 8-bit blockwise state --------------------------------------------------------------------
-// The dynamic maps come from the quantization-table buffer that vk_adam/_formats.py builds
-// (quant_tables; 26 KiB): per map (signed at word 0, unsigned at VK_ADAM_MAP_WORDS) one word
-// per bucket of |x| (a float's top 15 bits, 2**-23 to 2), then the 256 map values. A value's
-// code is its nearest map value's: the code at its bucket's lower edge, plus one at or past
-// the bucket's one decision threshold (rounded to 1/256 of the bucket, 2**-15 relative;
+// The quantization-table buffer that vk_adam/_formats.py builds (quant_tables; 514 KiB): the 256
+// values of the signed map, the unsigned map's 256, then per map one word per value of a float's
+// top 16 bits (65,536 entries: every float has one; signed map first). A value's code is its
+// nearest map value's: the code at the lower edge of its entry's span of floats, plus one at or
+// past the span's one decision threshold (rounded to 1/256 of the span, 2**-15 relative;
 // _formats._codes_of_normalized is the same rule). The entry holds the code in bits 16..23 and
-// 0x10000 - threshold below them, less the bucket's own bits: adding the value's bits gives
+// 0x10000 - threshold below them, less the span's own top bits: adding the value's bits gives
 // the code, the low 16 bits reaching the threshold carrying one into it. So the lookup is one
-// read, one add and one shift per value (a mask, a shift and a compare more with the code and
-// threshold apart; more still with two entries per word, measured). The entries are read in
-// place, through the L1 cache: copying them into shared memory per workgroup costs
-// more than it saves. The 2 x 256 map values, read once per value loaded, are copied into
-// shared memory when a workgroup starts (2 KiB, one barrier): a dequantizing read then costs
-// a shared-memory read instead of a scattered read of the table buffer. The measurements:
+// read, one add and one shift per value, with no clamp (an entry for every float: tiny values,
+// values past 2, inf and NaN included) and, in the signed map, no mirroring of negative values:
+// their bits are first made to grow with the value (the sign's 31 bits below it flipped), so
+// the codes of the whole signed map grow with its index as the unsigned map's do. The entries
+// are read in place, through the L1 cache: copying them into shared memory per workgroup costs
+// more than it saves. The 2 x 256 map values, read once per value loaded, are copied into shared
+// memory when a workgroup starts (2 KiB, one barrier): a dequantizing read then costs a
+// shared-memory read instead of a scattered read of the table buffer. The measurements:
 // benchmarks/h200/format_costs.py.
 
-#define VK_ADAM_TABLE_BUCKETS 3072u
-#define VK_ADAM_TABLE_FIRST_BUCKET (104u << 7)
-#define VK_ADAM_MAP_WORDS 3328u
+#define VK_ADAM_SIGNED_ENTRIES 512u
+#define VK_ADAM_UNSIGNED_ENTRIES (512u + 65536u)
 // Block maxima: two banks (see main()) x 4 state buffers x 8 blocks per tile x 8 partial
 // maxima. Invocation lid adds to partial lid % 8 of its block, so at most 4 lanes of a 32-wide
 // subgroup contend for one address (not 32); readers take the max of the 8 partials.
@@ -437,23 +438,15 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
 shared uint vk_adam_block_max[2][64 * VK_ADAM_STATE_SLOTS];
 #endif
 
-// The code of a in the map whose table starts at word `map`. Its bits are clamped into the
-// buckets as a signed integer: a tiny value takes the first bucket's code, one past 2 (or NaN)
-// the last's, and a negative one (-0.0 too) the first's: code 0 of the unsigned map.
-uint vk_adam_code_of(float a, uint map) {
-    const uint bits = uint(clamp(floatBitsToInt(a), int(VK_ADAM_TABLE_FIRST_BUCKET << 16),
-                                 int(((VK_ADAM_TABLE_FIRST_BUCKET + VK_ADAM_TABLE_BUCKETS) << 16) - 1u)));
-    return (vk_adam_tables[map + (bits >> 16) - VK_ADAM_TABLE_FIRST_BUCKET] + bits) >> 16;
-}
-
+// The code of x (a value over its block's absmax): in the unsigned map, its entry by its bits
+// (a negative value's, -0.0's too, is code 0's); in the signed map, by its ordered bits.
 uint vk_adam_quantize(float x, bool signed_map) {
+    uint bits = floatBitsToUint(x);
     if (!signed_map) {
-        return vk_adam_code_of(x, VK_ADAM_MAP_WORDS);
+        return (vk_adam_tables[VK_ADAM_UNSIGNED_ENTRIES + (bits >> 16)] + bits) >> 16;
     }
-    // The signed map is symmetric but for +1 (code 255): a negative value takes its
-    // magnitude's mirror image, down to the most negative value (code 0).
-    uint c = vk_adam_code_of(abs(x), 0u);
-    return x < 0.0 ? 254u - min(c, 254u) : c;
+    bits ^= uint(floatBitsToInt(x) >> 31) & 0x7FFFFFFFu;
+    return (vk_adam_tables[VK_ADAM_SIGNED_ENTRIES + (bits >> 16)] + bits) >> 16;
 }
 
 // The map values (signed at 0, unsigned at 256), copied from the table buffer by main().
@@ -461,8 +454,7 @@ shared float vk_adam_map_values[512];
 
 void vk_adam_load_map_values() {
     for (uint w = gl_LocalInvocationIndex; w < 512u; w += gl_WorkGroupSize.x) {
-        vk_adam_map_values[w] = uintBitsToFloat(
-            vk_adam_tables[(w < 256u ? 0u : VK_ADAM_MAP_WORDS) + VK_ADAM_TABLE_BUCKETS + (w & 255u)]);
+        vk_adam_map_values[w] = uintBitsToFloat(vk_adam_tables[w]);
     }
     barrier();
 }
