@@ -185,7 +185,7 @@ class DeviceBuffers:
                 kinds["master"] += rt.buffer_bytes(b.master) if b.master is not None else 0
                 kinds["state"] += sum(rt.buffer_bytes(t) for t in b.state.values())
                 kinds["absmax"] += sum(rt.buffer_bytes(t) for t in b.absmax.values())
-        other = [dev.status, dev.unused, *([dev.qtable] if dev.qtable is not None else [])]
+        other = [dev.status, dev.unused, dev.no_tables, *([dev.qtable] if dev.qtable is not None else [])]
         if dev.clipper is not None:
             other.append(dev.clipper.partials)
         kinds["other"] = sum(rt.buffer_bytes(t) for t in other)

@@ -32,7 +32,8 @@ class DeviceGroups(Protocol):
     clipper: GradClipper | None
     skip_nonfinite: bool
     status: Any
-    unused: Any
+    unused: Any  # stand-in at writable bindings a set leaves unused
+    no_tables: Any  # stand-in at the tables' binding (read-only) without 8-bit state
     shape: LoopShape
     drain: Callable[[], None]
     holds_params: bool  # device_params: the set's own param buffer is the param
@@ -166,7 +167,7 @@ def _update_pipeline(
     spec = (0.0, *group.spec[1:]) if host_grad else group.spec  # constant 0: zero the grad
     master = bset.param if param_out else bset.master
     absmax = [bset.absmax.get(s.name) for s in group.variant.state]
-    tables = dev.quant_tables() if bset.format.quantized else dev.unused
+    tables = dev.quant_tables() if bset.format.quantized else dev.no_tables
     tensors += [*(a or dev.unused for a in absmax), master or dev.unused, tables]
     bindings += [(a, ABSMAX) if a is not None else (dev.unused, None) for a in absmax]
     bindings += [

@@ -91,10 +91,13 @@ class DeviceGroups:
         self.storage = storage or Storage()
         self.seed = self.storage.seed
         # The quantization tables of 8-bit state (made with the first 8-bit buffer set: 514 KiB),
-        # and a stand-in for bindings a buffer set's formats leave unused (every binding the
-        # shader declares must be valid).
+        # and stand-ins for bindings a buffer set's formats leave unused (every binding the
+        # shader declares must be valid): `unused` at writable ones, `no_tables` at the tables'
+        # read-only one. One buffer at both would be written by one dispatch (as far as
+        # synchronization validation knows) and read by the next with no barrier between.
         self.qtable: Any = None
         self.unused = rt.buffer(np.zeros(4, np.float32))
+        self.no_tables = rt.buffer(np.zeros(4, np.uint32))
         # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
         self.shape: LoopShape = loop_shape(rt.facts.info)
         self.zero_grad, self.skip_nonfinite = zero_grad, skip_nonfinite
@@ -197,8 +200,8 @@ class DeviceGroups:
                 if t is not None
             ]
             extra = [self.clipper.partials] if self.clipper is not None else []
-            # the stand-in (bound, writable, at unused bindings) and the tables: order them too
-            buffers += [self.unused, *([self.qtable] if self.qtable is not None else [])]
+            # the stand-ins (bound at unused bindings) and the tables: order them too
+            buffers += [self.unused, self.no_tables, *([self.qtable] if self.qtable is not None else [])]
             self._barrier_before = self.rt.barrier_op([*buffers, self.status, *extra])
             self._barrier_after = self.rt.barrier_op(buffers)
         return self._barrier_before, self._barrier_after
