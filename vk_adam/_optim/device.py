@@ -96,6 +96,7 @@ class DeviceGroups:
         # read-only one. One buffer at both would be written by one dispatch (as far as
         # synchronization validation knows) and read by the next with no barrier between.
         self.qtable: Any = None
+        self._uploaded = False
         self.unused = rt.buffer(np.zeros(4, np.float32))
         self.no_tables = rt.buffer(np.zeros(4, np.uint32))
         # The loop's shape here, and the 8-bit path's variant (variants.py: $VK_ADAM_* knobs).
@@ -154,6 +155,7 @@ class DeviceGroups:
         self.to_device.param_out_groups = {gi for gi, g in enumerate(self.groups) if g.host_mode}
         # The runtime fills only a buffer's host staging copy: upload every buffer once.
         rt.run([rt.upload_op(rt.buffers)])
+        self._uploaded = True  # buffers made from here on upload themselves
 
     # -- construction ------------------------------------------------------------------------
 
@@ -207,10 +209,12 @@ class DeviceGroups:
         return self._barrier_before, self._barrier_after
 
     def quant_tables(self) -> Any:
-        """The quantization-table buffer of 8-bit state, made (and uploaded) on first use."""
+        """The quantization-table buffer of 8-bit state, made on first use; uploaded with every
+        buffer at the end of construction, or here when made after it."""
         if self.qtable is None:
             self.qtable = self.rt.buffer(fmt.quant_tables())
-            self.rt.run([self.rt.upload_op([self.qtable])])
+            if self._uploaded:
+                self.rt.run([self.rt.upload_op([self.qtable])])
         return self.qtable
 
     # -- one step --------------------------------------------------------------------------
