@@ -32,9 +32,10 @@ results, the others are for timing):
                  what the hash costs; biased rounding, for timing only
   no-absmax      every block's absmax 1 (no subgroup or shared-memory reduction, no per-value
                  largest |value|): what finding the block maxima costs; for timing only
-  f16-fast       fp16 conversions by their fast paths alone (unpackHalf2x16; the roundings of
-                 normal halves), without the test per vec4 for the rest: what the exact handling
-                 of subnormals, inf and NaN costs; wrong for those, for timing only
+  f16-fast       fp16 conversions by their fast paths alone (unpackHalf2x16 instead of the
+                 exact bit conversion; the roundings of normal halves without the test per vec4
+                 for the rest): what the exact handling of subnormals, inf and NaN costs; wrong
+                 for those, for timing only
 Knob builds: the release under one of the loop-shape settings (bit-identical; variants.py):
   vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 (VK_ADAM_INT8_WORKGROUPS), wgsize128 /
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
@@ -139,8 +140,12 @@ SR_HALF_HASH = """    uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);
     uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
     r = uvec4(h0, h0 >> 16, h1, h1 >> 16);
 """
-# The fp16 vec4 conversions' tests for values off their fast paths, always false.
-F16_ODD = "    if ((odd.x | odd.y) != 0u) {\n"
+# The exact fp16 conversion of a vec4, and its fast stand-in (subnormals may flush); the fp16
+# roundings' tests for values off their fast paths, always true.
+F16_EXACT = re.compile(r"vec4 vk_adam_f16x4_to_f32\(uvec2 w\) \{\n.*?\n\}", re.S)
+F16_UNPACK = (
+    "vec4 vk_adam_f16x4_to_f32(uvec2 w) {\n    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));\n}"
+)
 F16_SR_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x7F800000u - 0x38800000u)))) {\n"
 F16_NEAREST_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {\n"
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
@@ -165,7 +170,7 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "no-hash": [("        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);\n", NO_HASH)],
     "no-absmax": [(ABSMAX, NO_ABSMAX)],
     "f16-fast": [
-        (F16_ODD, "    if (false) {\n"),
+        (F16_EXACT, F16_UNPACK),
         (F16_SR_ODD, "        if (true) {\n"),
         (F16_NEAREST_ODD, "        if (true) {\n"),
     ],

@@ -682,8 +682,8 @@ def test_fifty_free_running_steps_stay_on_the_format_reference(
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_every_finite_16_bit_param_is_unpacked_exactly(name):
-    """Adam with lr = 0 leaves every param as it is, so the shader's unpacking (unpackHalf2x16 for
-    normal fp16 values, the bit path for subnormals; shifts for bf16) and the stochastic rounding
+    """Adam with lr = 0 leaves every param as it is, so the shader's unpacking (fp16 by its bits,
+    subnormals by exact fp32 arithmetic; shifts for bf16) and the stochastic rounding
     back must reproduce all finite 16-bit patterns, subnormals and both zeros included; bf16
     subnormals as the device's fp32 arithmetic treats denormals (docs/formats.md)."""
     bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
@@ -710,10 +710,11 @@ def test_every_finite_16_bit_param_is_unpacked_exactly(name):
 
 @pytest.mark.parametrize("stochastic_rounding", [True, False], ids=["sr", "master"])
 def test_fp16_vec4s_with_one_value_off_the_fast_path(stochastic_rounding):
-    """fp16 params and gradients are converted a vec4 at a time: one test per vec4 sends it to
-    the exact slow paths when any lane is subnormal. Every lane position, next to normal values
-    and next to zeros, must come back as it went in (Adam with lr = 0), and each gradient lane
-    must reach the first moment exactly ((1 - beta1) * g in float32)."""
+    """fp16 params and gradients are converted a vec4 at a time, and rounded back with one test
+    per vec4 that sends it to the exact slow paths when any lane is subnormal. Every lane
+    position, next to normal values and next to zeros, must come back as it went in (Adam with
+    lr = 0), and each gradient lane must reach the first moment exactly ((1 - beta1) * g in
+    float32)."""
     odd = np.array([0x0001, 0x03FF, 0x8001, 0x8200], np.uint16)  # fp16 subnormals, both signs
     neighbours = [
         np.array([1.0, -2.5, 0.1, 3.0], np.float16).view(np.uint16),

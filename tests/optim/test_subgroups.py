@@ -316,7 +316,7 @@ def run_fp16(p: np.ndarray, g: np.ndarray, stochastic: bool, lr: float, steps: i
 
 @pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
 def test_fp16_values_off_the_fast_paths_give_the_base_variant_s_bits(stochastic, monkeypatch):
-    """fp16 values off the fast conversions (unpackHalf2x16, the roundings of normal halves) in
+    """fp16 values off the fast roundings (those of normal halves) and subnormal gradients in
     some iterations of the subgroup loop, and not in others: the bits equal the base
     variant's, at one and two blocks per iteration."""
     p, g = fp16_off_the_fast_paths()

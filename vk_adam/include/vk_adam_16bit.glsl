@@ -18,20 +18,6 @@ float vk_adam_f16_to_f32(uint h) {
     return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-// Two IEEE halves (the first in the low bits) to fp32, exactly. unpackHalf2x16 converts
-// normal numbers and zeros exactly on every device; subnormals (which a device may flush to
-// zero) and inf/NaN (whose payload the bit path keeps) are rare and take the bit path.
-vec2 vk_adam_f16x2_to_f32(uint w) {
-    uint lo = w & 0x7C00u;
-    uint hi = w & 0x7C000000u;
-    bool lo_odd = lo == 0x7C00u || (lo == 0u && (w & 0x3FFu) != 0u);
-    bool hi_odd = hi == 0x7C000000u || (hi == 0u && (w & 0x3FF0000u) != 0u);
-    if (lo_odd || hi_odd) {
-        return vec2(vk_adam_f16_to_f32(w & 0xFFFFu), vk_adam_f16_to_f32(w >> 16));
-    }
-    return unpackHalf2x16(w);
-}
-
 // fmt 1: fp16, 2: bf16 (the upper half of an fp32).
 float vk_adam_16_to_f32(uint h, uint fmt) {
     return fmt == 1u ? vk_adam_f16_to_f32(h) : uintBitsToFloat(h << 16);

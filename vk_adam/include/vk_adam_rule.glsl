@@ -330,23 +330,26 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
     return (u + (r & 0xFFFFu)) >> 16;
 }
 
-// fp16 vec4s: one test and one branch per vec4 for the rare values (subnormal, inf, NaN) that
-// take the exact slow paths, and the four common values by their fast paths. A branch per value
-// costs more than the conversion it guards (measured: benchmarks/h200/format_costs.py).
+// fp16 roundings of vec4s (below): one test and one branch per vec4 for the rare values
+// (subnormal, inf, NaN) that take the exact slow paths, the four common values by their fast
+// paths. A branch per value costs more than the conversion it guards; a param is rarely off the
+// fast paths, so the branch is rarely taken (measured: benchmarks/h200/format_costs.py).
 
-// Four halves (two words, the first in the low bits) to fp32, exactly: unpackHalf2x16 converts
-// normal numbers and zeros exactly on every device; a vec4 with a subnormal (which a device may
-// flush) or inf/NaN (whose payload the bit path keeps) takes vk_adam_f16x2_to_f32's bit path.
+// Four halves (two words, the first in the low bits) to fp32, exactly, with no branch: each
+// half's exponent and significand moved to fp32's places and rebiased; zero and subnormals
+// (m * 2^-24, which a device may flush when it unpacks fp16) by exact fp32 arithmetic on normal
+// values, (2^-14 + m * 2^-24) - 2^-14; inf and NaN with their payload. Testing each vec4 for
+// the rare values and taking an exact path for them costs more: fp16 gradients of N(0, 0.01)
+// hold 0.5% subnormals, so about half of the subgroups would take both paths
+// (benchmarks/h200/format_costs.py; results/h100-2026-12-07-f16-exact).
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
-    // Per half m = |h| (15 bits; the sums below carry into neither the other half nor past 16
-    // bits): bit 15 of m + 0x7FFF is m >= 1, of m + 0x7C00 m >= 0x400 (a nonzero exponent), of
-    // m + 0x0400 m >= 0x7C00 (inf, NaN). Subnormal: m >= 1 but not m >= 0x400.
-    const uvec2 m = w & 0x7FFF7FFFu;
-    const uvec2 odd = (((m + 0x7FFF7FFFu) & ~(m + 0x7C007C00u)) | (m + 0x04000400u)) & 0x80008000u;
-    if ((odd.x | odd.y) != 0u) {
-        return vec4(vk_adam_f16x2_to_f32(w.x), vk_adam_f16x2_to_f32(w.y));
-    }
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    const uvec4 x = uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u);
+    const uvec4 mag = (x & 0x7FFF0000u) >> 3;
+    // normal: the exponent rebiased by 127 - 15 = 112; inf, NaN (exponent 31): to 255
+    uvec4 u = mag + mix(uvec4(0x38000000u), uvec4(0x70000000u), greaterThanEqual(mag, uvec4(0x0F800000u)));
+    const vec4 small = uintBitsToFloat(mag + 0x38800000u) - 6.103515625e-05;  // exponent 0
+    u = mix(u, floatBitsToUint(small), lessThan(mag, uvec4(0x00800000u)));
+    return uintBitsToFloat(u | (x & 0x80000000u));
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
