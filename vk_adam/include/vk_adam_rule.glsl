@@ -335,21 +335,10 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 // paths. A branch per value costs more than the conversion it guards; a param is rarely off the
 // fast paths, so the branch is rarely taken (measured: benchmarks/h200/format_costs.py).
 
-// Four halves (two words, the first in the low bits) to fp32, exactly, with no branch: each
-// half's exponent and significand moved to fp32's places and rebiased; zero and subnormals
-// (m * 2^-24, which a device may flush when it unpacks fp16) by exact fp32 arithmetic on normal
-// values, (2^-14 + m * 2^-24) - 2^-14; inf and NaN with their payload. Testing each vec4 for
-// the rare values and taking an exact path for them costs more: fp16 gradients of N(0, 0.01)
-// hold 0.5% subnormals, so about half of the subgroups would take both paths
-// (benchmarks/h200/format_costs.py; results/h100-2026-12-07-f16-exact).
+// Four halves (two words, the first in the low bits) to fp32, exactly (vk_adam_16bit.glsl).
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
-    const uvec4 x = uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u);
-    const uvec4 mag = (x & 0x7FFF0000u) >> 3;
-    // normal: the exponent rebiased by 127 - 15 = 112; inf, NaN (exponent 31): to 255
-    uvec4 u = mag + mix(uvec4(0x38000000u), uvec4(0x70000000u), greaterThanEqual(mag, uvec4(0x0F800000u)));
-    const vec4 small = uintBitsToFloat(mag + 0x38800000u) - 6.103515625e-05;  // exponent 0
-    u = mix(u, floatBitsToUint(small), lessThan(mag, uvec4(0x00800000u)));
-    return uintBitsToFloat(u | (x & 0x80000000u));
+    return vec4(vk_adam_f16_to_f32(w.x & 0xFFFFu), vk_adam_f16_to_f32(w.x >> 16), vk_adam_f16_to_f32(w.y & 0xFFFFu),
+                vk_adam_f16_to_f32(w.y >> 16));
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
