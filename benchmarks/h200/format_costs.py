@@ -37,7 +37,8 @@ results, the others are for timing):
                  for the rest): what the exact handling of subnormals, inf and NaN costs; wrong
                  for those, for timing only
 Knob builds: the release under one of the loop-shape settings (bit-identical; variants.py):
-  vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 (VK_ADAM_INT8_WORKGROUPS), wgsize128 /
+  vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 / wg16384 / wg32768 / wg131072
+  (VK_ADAM_INT8_WORKGROUPS; the last one pass at 2^28 on 32-lane subgroups), wgsize128 /
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
 one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
@@ -146,7 +147,7 @@ F16_EXACT = re.compile(r"vec4 vk_adam_f16x4_to_f32\(uvec2 w\) \{\n.*?\n\}", re.S
 F16_UNPACK = (
     "vec4 vk_adam_f16x4_to_f32(uvec2 w) {\n    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));\n}"
 )
-F16_SR_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x7F800000u - 0x38800000u)))) {\n"
+F16_SR_ODD = "        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {\n"
 F16_NEAREST_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {\n"
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
 
@@ -184,6 +185,9 @@ KNOBS: dict[str, dict[str, str]] = {
     "wg1024": {"VK_ADAM_INT8_WORKGROUPS": "1024"},
     "wg4096": {"VK_ADAM_INT8_WORKGROUPS": "4096"},
     "wg8192": {"VK_ADAM_INT8_WORKGROUPS": "8192"},
+    "wg16384": {"VK_ADAM_INT8_WORKGROUPS": "16384"},
+    "wg32768": {"VK_ADAM_INT8_WORKGROUPS": "32768"},
+    "wg131072": {"VK_ADAM_INT8_WORKGROUPS": "131072"},
     "wgsize128": {"VK_ADAM_WORKGROUP_SIZE": "128"},
     "wgsize512": {"VK_ADAM_WORKGROUP_SIZE": "512"},
 }

@@ -102,20 +102,46 @@ def test_any_element_count(rng, n):
 def test_grid_stride_loop_covers_more_than_one_dispatch_width(rng, monkeypatch):
     """With the workgroup count capped at 2, each invocation loops many times: the same code
     path that lets one dispatch cover 10^9 elements where drivers cap a dimension at 65535."""
-    import vk_adam._runtime.facts as facts_module
+    from vk_adam._runtime.facts import MAX_WORKGROUPS_ENV
 
-    monkeypatch.setattr(facts_module, "MAX_WORKGROUPS", 2)
+    monkeypatch.setenv(MAX_WORKGROUPS_ENV, "2")
     n = 2 * 256 * 4 * 7 + 3  # 7 loop iterations per invocation, plus a scalar tail
     p = rng.standard_normal(n).astype(np.float32)
     ref = p.astype(np.float64)
     hyper = dict(ADAM.defaults)
     st = {k: np.zeros(n) for k in ADAM.state_names(hyper)}
     with vk_adam.Adam([p]) as opt:
-        assert opt._rt.facts.workgroup_cap == 2
+        assert opt._rt.facts.workgroup_cap == opt._rt.facts.update_workgroup_cap == 2
         g = random_grad(rng, (n,))
         opt.step([g])
     ADAM.reference(ref, g.astype(np.float64), st, hyper, 1)
     assert scale_error(p, ref) <= REFERENCE_RTOL
+
+
+def test_an_update_dispatch_may_take_the_device_s_whole_grid(rng):
+    """The rule harness's loops index vec4s, so an update dispatch runs up to the device's
+    maxComputeWorkGroupCount[0] workgroups (one per tile: no grid-stride tail), where vk-adam's
+    other shaders keep 65535. A step wider than 65535 workgroups updates every element; the
+    check needs a device whose limit is above 65535 (NVIDIA's, AMD's; not lavapipe's)."""
+    with vk_adam.Adam([np.zeros(4, np.float32)]) as probe:
+        facts = probe._rt.facts
+        assert facts.update_workgroup_cap == facts.info.max_workgroup_count
+        assert facts.workgroup_cap == min(65535, facts.info.max_workgroup_count)
+        limit = facts.info.max_workgroup_count
+        if limit <= 65535:
+            pytest.skip(f"maxComputeWorkGroupCount[0] is {limit} here: no wider grid")
+    n = 65536 * 256 * 4 + 4 * 1000 + 3  # 65,540 workgroups of 256 vec4s, and a scalar tail
+    p = rng.standard_normal(n).astype(np.float32)
+    ref = p.astype(np.float64)
+    hyper = dict(ADAM.defaults)
+    st = {k: np.zeros(n) for k in ADAM.state_names(hyper)}
+    with vk_adam.Adam([p]) as opt:
+        for t in (1, 2):
+            g = random_grad(rng, (n,))
+            opt.step([g])
+            ADAM.reference(ref, g.astype(np.float64), st, hyper, t)
+    assert scale_error(p, ref) <= REFERENCE_RTOL
+    assert scale_error(p[-5000:], ref[-5000:]) <= REFERENCE_RTOL  # the last workgroups' share
 
 
 def test_param_groups_have_their_own_hyperparameters(rng):

@@ -92,16 +92,18 @@ def test_the_environment_forces_either_variant(monkeypatch):
 
 
 def test_the_8_bit_workgroup_cap_follows_the_step_size_unless_set():
-    """Unset, the cap is a quarter of one pass's workgroups within 2048..8192; the knob's value
+    """Unset, the cap is a quarter of one pass's workgroups within 2048..32768; the knob's value
     wins whatever the size."""
     shape = LoopShape(1, 1, 32)
     assert shape.int8_cap(1000, 256) == variants.INT8_WORKGROUPS_MIN
     assert shape.int8_cap(2**21, 256) == 2048  # 2**24 elements, subgroup variant: four passes
     assert shape.int8_cap(2**22, 256) == 4096
-    assert shape.int8_cap(2**25, 256) == variants.INT8_WORKGROUPS_MAX  # 2**28 elements
+    assert shape.int8_cap(2**23, 256) == 8192  # 2**26 elements
+    assert shape.int8_cap(2**25, 256) == 32768 == variants.INT8_WORKGROUPS_MAX  # 2**28 elements
+    assert shape.int8_cap(2**27, 256) == variants.INT8_WORKGROUPS_MAX  # 2**30 elements: capped
     assert LoopShape(1, 1, 32, 96).int8_cap(2**25, 256) == 96
     state = default_registry().get("adam").variants["adam"].state
-    for state_dtype, cap in (("int8-blockwise", variants.INT8_WORKGROUPS_MAX), ("float32", None)):
+    for state_dtype, cap in (("int8-blockwise", 32768), ("float32", None)):
         form = group_format(state, "float32", state_dtype, False, 2**28)
         assert update_launch(shape, "adam", form, 2**28, lambda spirv: True).max_groups == cap
 

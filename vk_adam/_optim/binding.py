@@ -211,7 +211,7 @@ def _update_pipeline(
         )
     windows = _windows(dev, bindings, bset, chunk)
     return dev.rt.pipeline(
-        tensors, shader, items, spec, push, max_groups=groups, threads=threads, windows=windows
+        tensors, shader, items, spec, push, max_groups=groups, threads=threads, windows=windows, update=True
     )
 
 

@@ -18,8 +18,12 @@ Knobs (environment variables, read when an optimizer is built), all bit-identica
   ``benchmarks/results/h200-2026-12-02-bench/``, docs/formats.md).
 * ``VK_ADAM_INT8_WORKGROUPS``: at most this many workgroups for the 8-bit path (the rest of the
   work is looped over); default by size: a quarter of the workgroups of one pass, so that each
-  loops over at least four tiles, within 2048..8192 (the sweep behind it:
-  ``benchmarks/results/h100-2026-12-06-int8/``).
+  loops over at least four tiles, within 2048..32768 (the sweeps behind it:
+  ``benchmarks/results/h100-2026-12-06-int8/``, ``benchmarks/results/h100-2026-12-07-grid/``).
+* ``VK_ADAM_MAX_WORKGROUPS`` (``vk_adam/_runtime/facts.py``): a cap on every dispatch's
+  workgroups, for tuning; unset, an update dispatch runs up to the device's
+  ``maxComputeWorkGroupCount[0]`` (one workgroup per tile where it allows), vk-adam's other
+  shaders up to 65535.
 * ``VK_ADAM_VEC4S`` (1, 2 or 4): vec4s per invocation of the path without 8-bit state; default 1.
 * ``VK_ADAM_WORKGROUP_SIZE`` (64, 128, 256, 512 or 1024, at most the device's limit): invocations
   per workgroup of the path without 8-bit state and of the subgroup variant's 8-bit path; default
@@ -72,7 +76,7 @@ DEFAULT_WORKGROUP_SIZE = WORKGROUP_SIZE
 BLOCK_VEC4S = 64
 #: The 8-bit path's workgroup cap where $VK_ADAM_INT8_WORKGROUPS is unset: one pass's workgroups
 #: over INT8_PASSES, within these bounds (LoopShape.int8_cap).
-INT8_WORKGROUPS_MIN, INT8_WORKGROUPS_MAX = 2048, 8192
+INT8_WORKGROUPS_MIN, INT8_WORKGROUPS_MAX = 2048, 32768
 INT8_PASSES = 4
 
 

@@ -30,7 +30,8 @@ from .shared import as_manager
 WORKGROUP_SIZE = 256
 #: Upper bound on workgroups per dispatch; shaders loop (grid-stride) over the rest.
 MAX_WORKGROUPS = 65535
-#: A lower workgroup cap for tuning experiments; unset: no cap.
+#: A workgroup cap for tuning experiments; unset: MAX_WORKGROUPS, and for the rule harness's
+#: loops the device's limit (DeviceFacts.update_workgroup_cap).
 MAX_WORKGROUPS_ENV = "VK_ADAM_MAX_WORKGROUPS"
 
 
@@ -57,6 +58,12 @@ class DeviceFacts:
     #: ``maxComputeWorkGroupCount[0]`` and ``$VK_ADAM_MAX_WORKGROUPS``, the smallest (the
     #: variable is read with the device, so a runtime keeps the cap it was made with).
     workgroup_cap: int
+    #: Workgroups an update dispatch (the rule harness's loops) runs at most: the device's
+    #: ``maxComputeWorkGroupCount[0]``, or ``$VK_ADAM_MAX_WORKGROUPS`` below it. The harness
+    #: indexes vec4s and blocks, below 2^30 for any grid, so a large step needs no grid-stride
+    #: loop: one workgroup per tile leaves no partial last wave of long-running workgroups
+    #: (1.7% of an fp32 step of 2^28 elements on an H100, results/h100-2026-12-07-grid).
+    update_workgroup_cap: int
 
     @classmethod
     def read(cls, manager: Any, known: DeviceInfo | None = None) -> DeviceFacts:
@@ -69,12 +76,14 @@ class DeviceFacts:
         )
         shares = sharing(manager)
         cap = min(MAX_WORKGROUPS, info.max_workgroup_count, env_int(MAX_WORKGROUPS_ENV, MAX_WORKGROUPS))
+        update_cap = min(info.max_workgroup_count, env_int(MAX_WORKGROUPS_ENV, info.max_workgroup_count))
         return cls(
             info=with_sharing(info, shares),
             limits=limits,
             sharing=shares,
             timestamp_period=float(props.get("timestamp_period", 1.0)),
             workgroup_cap=cap,
+            update_workgroup_cap=update_cap,
         )
 
     def _readable(self, *names: str) -> bool:

@@ -221,6 +221,7 @@ class Runtime(Closable):
         max_groups: int | None = None,
         threads: int = WORKGROUP_SIZE,
         windows: Sequence[tuple[int, int]] | None = None,
+        update: bool = False,
     ) -> Any:
         """A compute pipeline over ``buffers`` (bindings 0..k-1) sized for ``items`` invocations.
 
@@ -230,6 +231,8 @@ class Runtime(Closable):
         ``threads``: the shader's invocations per workgroup (as specialized).
         ``windows``: binding i is the byte window ``windows[i]`` = (offset, range; range 0: the
         whole buffer) of ``buffers[i]`` (``_optim/windows.py``); None binds every buffer whole.
+        ``update``: a rule shader (the harness's loops), capped by ``facts.update_workgroup_cap``
+        instead of ``facts.workgroup_cap``.
         """
         facts = self.facts
         if len(buffers) > facts.max_storage_buffers:
@@ -238,7 +241,8 @@ class Runtime(Closable):
                 f"allows one compute pipeline (maxPerStageDescriptorStorageBuffers / "
                 f"maxDescriptorSetStorageBuffers: {facts.max_storage_buffers}); it cannot run here"
             )
-        cap = facts.workgroup_cap if max_groups is None else min(facts.workgroup_cap, max_groups)
+        cap = facts.update_workgroup_cap if update else facts.workgroup_cap
+        cap = cap if max_groups is None else min(cap, max_groups)
         groups = max(1, min(cap, -(-items // threads)))
         args = (
             list(buffers),

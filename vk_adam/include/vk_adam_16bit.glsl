@@ -3,18 +3,21 @@
 #ifndef VK_ADAM_16BIT_GLSL
 #define VK_ADAM_16BIT_GLSL
 
-// IEEE half (fp16) bits to fp32, exactly, with no branch: the half's exponent and significand
-// moved to fp32's places and rebiased; zero and subnormals (m * 2^-24, which a device may flush
-// when it unpacks fp16) by exact fp32 arithmetic on normal values, (2^-14 + m * 2^-24) - 2^-14;
-// inf and NaN with their payload. A branch for the rare values costs more than the arithmetic:
-// fp16 gradients of N(0, 0.01) hold 0.5% subnormals, so about half of the subgroups converting
-// four values per lane would take both paths (results/h100-2026-12-07-f16-exact).
+// IEEE half (fp16) bits to fp32, exactly, with no branch. The half's exponent and significand
+// go to fp32's places with the exponent rebiased by 113, so every finite half becomes a normal
+// fp32 value g: 2^-14 + m * 2^-24 for a subnormal half m * 2^-24 (or zero), twice the value of
+// a normal half. The half is then min(g / 2, g - 2^-14), both exact where they are the minimum
+// (no fp32 subnormal appears, which a device may flush; nor does the hardware's fp16
+// conversion, which may flush fp16 subnormals); inf and NaN, exponent 31, are moved to 255
+// with their payload. A branch for the rare values costs more than the arithmetic: fp16
+// gradients of N(0, 0.01) hold 0.5% subnormals, so about half of the subgroups converting four
+// values per lane would take both paths (results/h100-2026-12-07-f16-exact); the float min
+// leaves less work to the integer units, which bind the 8-bit rows
+// (results/h100-2026-12-07-grid).
 float vk_adam_f16_to_f32(uint h) {
     const uint mag = (h & 0x7FFFu) << 13;
-    // normal: the exponent rebiased by 127 - 15 = 112; inf, NaN (exponent 31): to 255
-    uint u = mag + (mag >= 0x0F800000u ? 0x70000000u : 0x38000000u);
-    const float small = uintBitsToFloat(mag + 0x38800000u) - 6.103515625e-05;  // exponent 0
-    u = mag < 0x00800000u ? floatBitsToUint(small) : u;
+    const float g = uintBitsToFloat(mag + 0x38800000u);
+    const uint u = floatBitsToUint(min(0.5 * g, g - 6.103515625e-05)) + (mag >= 0x0F800000u ? 0x38000000u : 0u);
     return uintBitsToFloat(u | ((h & 0x8000u) << 16));
 }
 
