@@ -53,7 +53,10 @@
 #             first compares the exact builds bit for bit; $COST_HARNESS, NAME=PATH harness-file
 #             builds; COSTS=0 leaves it out), and with BIG_STEPS=1 big.txt and big/
 #             (big_steps.py: large fp32 steps with and without the gradient zeroing, under
-#             workgroup caps; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO)
+#             workgroup caps; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO); with LARGEST=1,
+#             last, largest-fp32.json (scale's fp32 step; it needs an H200's memory):
+#             BENCHMARKS.md's H200 figures from one call, MAIN=1 COSTS=0 LARGEST=1 (the kit's
+#             install, formats and main bench took 367 s on an H100: results/h100-2026-12-07-release)
 #   captured  tests.txt: vk-adam info, then the captured-step tests (capturable=True), the
 #             recorded-step, resident-demo and Lion tests under validation; bench/ and bench.log:
 #             vk-adam bench (the main cases: captured steps, replay, torch's CUDA graph) and
@@ -177,6 +180,11 @@ A([torch.nn.Parameter(torch.zeros(8))])" > "$OUT/deepspeed-build.log" 2>&1
     fi
     [ "${COSTS:-1}" = 1 ] && costs
     big_steps
+    if [ "${LARGEST:-0}" = 1 ]; then
+      timeout "${LARGEST_SECONDS:-230}" "$PYTHON" benchmarks/largest_step.py --elements $((6 << 30)) \
+        --out "$OUT" > "$OUT/largest-fp32.log" 2>&1
+      echo "largest rc=$?"; grep -v '^ *"memory_bytes\|^ *"\(param\|grad\|master\|state\|absmax\|other\)"' "$OUT/largest-fp32.log" | tail -30
+    fi
     exit 0;;
   suite)
     timeout "${SUITE_SECONDS:-520}" "$PYTHON" -m pytest --vk-validation tests plugins/vk-adam-lion/tests \
