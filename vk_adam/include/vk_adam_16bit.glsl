@@ -6,10 +6,10 @@
 // IEEE half (fp16) bits to fp32, exactly, with no branch. The half's exponent and significand
 // go to fp32's places with the exponent rebiased by 113, so every finite half becomes a normal
 // fp32 value g: 2^-14 + m * 2^-24 for a subnormal half m * 2^-24 (or zero), twice the value of
-// a normal half. The half is then min(g / 2, g - 2^-14), both exact where they are the minimum
-// (no fp32 subnormal appears, which a device may flush; nor does the hardware's fp16
-// conversion, which may flush fp16 subnormals); inf and NaN, exponent 31, are moved to 255
-// with their payload. A branch for the rare values costs more than the arithmetic: fp16
+// a normal half. The half is then min(g / 2, g - 2^-14), each exact where it is the minimum:
+// no fp32 subnormal appears (a device may flush them), and the hardware's fp16 conversion (which
+// may flush fp16 subnormals) is not used. inf and NaN, exponent 31, are moved to 255 with their
+// payload. A branch for the rare values costs more than the arithmetic: fp16
 // gradients of N(0, 0.01) hold 0.5% subnormals, so about half of the subgroups converting four
 // values per lane would take both paths (results/h100-2026-12-07-f16-exact); the float min
 // leaves less work to the integer units, which bind the 8-bit rows
