@@ -313,17 +313,27 @@ ELEMENT_STRIDE = 0x9E3779B9
 
 
 def offset_key(key: int, offset: int) -> int:
-    """The key whose stream is ``key``'s from element ``offset`` on: element i of it is element
-    ``offset + i`` of ``key``'s, so a buffer holding a slice of a larger one (a ZeRO-1 shard)
-    rounds exactly as the larger buffer would."""
+    """The key whose stream is ``key``'s from element ``offset`` (even) on: element i of it is
+    element ``offset + i`` of ``key``'s, so a buffer holding a slice of a larger one (a ZeRO-1
+    shard, a chunk of a dispatch) rounds exactly as the larger buffer would. Two elements share
+    one hash (:func:`random_bits`), so the offset must be even; vk-adam's are multiples of 4."""
+    if offset % 2:
+        raise ValueError(f"a stream offset must be even (two elements share one hash), not {offset}")
     return (key + offset * ELEMENT_STRIDE) & 0xFFFFFFFF
 
 
 def random_bits(key: int, count: int) -> U32:
-    """32 random bits for elements ``0..count-1`` of a buffer at one step (``step_key``)."""
+    """The random bits that elements ``0..count-1`` of a buffer round with at one step
+    (``step_key``), as the shader draws them: the low 16 bits of element i are half of the hash
+    of ``key + (i & ~1) * ELEMENT_STRIDE`` (the low half for even i, the high half for odd i),
+    all that bf16 and fp16 normal values use; the high 16 are the low half of element i's own
+    hash, used only by fp16 values below 2**-17."""
     index = np.arange(count, dtype=np.uint32)
     with np.errstate(over="ignore"):
-        return _mix32(index * np.uint32(ELEMENT_STRIDE) + np.uint32(key))
+        pair = _mix32((index & np.uint32(~1 & 0xFFFFFFFF)) * np.uint32(ELEMENT_STRIDE) + np.uint32(key))
+        own = _mix32(index * np.uint32(ELEMENT_STRIDE) + np.uint32(key))
+    low: U32 = np.where(index & np.uint32(1), pair >> np.uint32(16), pair & np.uint32(0xFFFF))
+    return low | (own << np.uint32(16))
 
 
 def round_to(values: npt.NDArray[Any], name: str, bits: U32 | None = None) -> npt.NDArray[Any]:

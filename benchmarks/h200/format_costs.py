@@ -22,8 +22,8 @@ results, the others are for timing):
                  matter would need: the signed map's ordered bits clamped below -2 (one min), the
                  unsigned map's bits into 2**-23..2 (two); the same codes but for NaNs with
                  the sign bit set in the signed map (code 0, not 255)
-  sr-half-hash   one hash of the rounding stream per two values (16 bits each): other random
-                 bits, for timing only
+  hash-per-value the rounding stream of harness 10, one hash per value (the release: one per two
+                 values, 16 bits each): other random bits, for timing only
   trivial-quant  a quantizer of three instructions (the code a linear map of the value): what
                  any quantizer costs at least; wrong codes, for timing only
   trivial-deq    a dequantizer without the map: the code times 1/255 (no shared-memory read);
@@ -43,7 +43,9 @@ Knob builds: the release under one of the loop-shape settings (bit-identical; va
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
 one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
 release's codes and ``--check`` compares them. A file of an older harness version runs with its
-own version's table buffer (``TABLE_LAYOUTS``: version 9), its version mark set to this one's.
+own version's table buffer (``TABLE_LAYOUTS``: version 9; version 10 has this one's table but a
+hash per value in its rounding stream, so its stochastic-rounding rows differ from the release's
+in ``--check``), its version mark set to this one's.
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
@@ -125,7 +127,8 @@ TRIVIAL_QUANT = """uint vk_adam_quantize(float x, bool signed_map) {
 TRIVIAL_DEQ = """float vk_adam_dequantize(uint c, bool signed_map) {
     return float(c) * (1.0 / 255.0);
 }"""
-NO_HASH = """        r[l] = key + first + l;
+NO_HASH = """    const uint h0 = key + first;
+    const uint h1 = key + first + 2u;
 """
 ABSMAX = """        const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
         const vec4 amax1 = B > 1u ? vk_adam_subgroup_absmax(bits1) : vec4(0.0);
@@ -133,13 +136,14 @@ ABSMAX = """        const vec4 amax0 = vk_adam_subgroup_absmax(bits0);
 NO_ABSMAX = """        const vec4 amax0 = vec4(1.0);
         const vec4 amax1 = vec4(1.0);
 """
-SR_HASH = """    for (uint l = 0u; l < 4u; l++) {
+SR_HASH = """    const uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);  // elements first and first + 1
+    const uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
+    const uvec4 r = uvec4(h0, h0 >> 16, h1, h1 >> 16);  // the fast paths read the low 16 bits
+"""
+SR_HASH_PER_VALUE = """    uvec4 r;
+    for (uint l = 0u; l < 4u; l++) {
         r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
     }
-"""
-SR_HALF_HASH = """    uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);
-    uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
-    r = uvec4(h0, h0 >> 16, h1, h1 >> 16);
 """
 # The exact fp16 conversion of a vec4, and its fast stand-in (subnormals may flush); the fp16
 # roundings' tests for values off their fast paths, always true.
@@ -165,10 +169,10 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
         (UPDATE_CALL, BARE_UPDATE),
     ],
     "clamped": [(QUANTIZE, CLAMPED)],
-    "sr-half-hash": [(SR_HASH, SR_HALF_HASH)],
+    "hash-per-value": [(SR_HASH, SR_HASH_PER_VALUE)],
     "trivial-quant": [(QUANTIZE, TRIVIAL_QUANT)],
     "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
-    "no-hash": [("        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);\n", NO_HASH)],
+    "no-hash": [(SR_HASH.split("    const uvec4 r")[0], NO_HASH)],
     "no-absmax": [(ABSMAX, NO_ABSMAX)],
     "f16-fast": [
         (F16_EXACT, F16_UNPACK),
@@ -213,8 +217,9 @@ def tables_9() -> Any:
     return words
 
 
-#: The table buffers of older harness versions (harness-file builds of that version use them).
-TABLE_LAYOUTS = {9: tables_9}
+#: The table buffers of older harness versions (harness-file builds of that version use them;
+#: None: the release's).
+TABLE_LAYOUTS = {9: tables_9, 10: None}
 VERSION = re.compile(r"#define VK_ADAM_HARNESS_VERSION (\d+)")
 MARK = re.compile(r"(layout\(constant_id = 31\) const uint VK_ADAM_HARNESS = )\d+u;")
 
@@ -230,7 +235,8 @@ def harness_file(name: str) -> str:
     if version != HARNESS_VERSION:
         if version not in TABLE_LAYOUTS:
             raise SystemExit(f"--harness {name}: harness version {version} has no table layout here")
-        TABLES[name] = TABLE_LAYOUTS[version]
+        if TABLE_LAYOUTS[version] is not None:
+            TABLES[name] = TABLE_LAYOUTS[version]
         text = VERSION.sub(f"#define VK_ADAM_HARNESS_VERSION {HARNESS_VERSION}", text)
         text, marked = MARK.subn(rf"\g<1>{HARNESS_VERSION}u;", text)
         assert marked == 1, f"--harness {name}: no version mark"

@@ -150,9 +150,11 @@ def test_host_staging_gives_each_rank_the_mean_and_every_rank_the_params(rng, dt
 
 def test_a_window_key_continues_the_whole_buffers_stream(rng):
     for _ in range(20):
-        key, offset = int(rng.integers(0, 2**32)), int(rng.integers(0, 2**24))
+        key, offset = int(rng.integers(0, 2**32)), 2 * int(rng.integers(0, 2**23))
         whole = fmt.random_bits(key, offset + 300)
         assert np.array_equal(fmt.random_bits(fmt.offset_key(key, offset), 300), whole[offset:])
+    with pytest.raises(ValueError, match="must be even"):
+        fmt.offset_key(1, 3)  # two elements share one hash: an odd offset would split a pair
 
 
 def test_device_choice_per_rank():

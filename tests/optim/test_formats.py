@@ -99,6 +99,25 @@ def test_the_random_stream_is_a_function_of_seed_buffer_step_and_element():
     assert 0.45 < np.mean(a & 1) < 0.55
 
 
+def test_two_elements_share_a_hash_and_each_rounds_with_its_own_half():
+    """One hash per pair of elements: the low 16 bits of an even element and of the odd one after
+    it are the two halves of one hash, uniform and uncorrelated; the bits above (fp16 values
+    below 2**-17 only) are each element's own."""
+    key = fmt.step_key(5, 2, 9)
+    bits = fmt.random_bits(key, 1 << 16)
+    first = np.arange(0, 1 << 16, 2, dtype=np.uint32)  # the even elements
+    pair = fmt._mix32(first * np.uint32(fmt.ELEMENT_STRIDE) + np.uint32(key))
+    np.testing.assert_array_equal(bits[0::2] & 0xFFFF, pair & 0xFFFF)
+    np.testing.assert_array_equal(bits[1::2] & 0xFFFF, pair >> 16)
+    even, odd = (bits[0::2] & 0xFFFF).astype(np.float64), (bits[1::2] & 0xFFFF).astype(np.float64)
+    assert abs(np.corrcoef(even, odd)[0, 1]) < 0.02  # 1/sqrt(32768) = 0.0055: 3.6 sigma
+    for half in (even, odd):
+        counts = np.bincount((half // 4096).astype(np.int64), minlength=16)  # 2,048 expected per bin
+        assert np.all(np.abs(counts - 2048) < 5 * np.sqrt(2048))
+    own = fmt._mix32(np.arange(1 << 16, dtype=np.uint32) * np.uint32(fmt.ELEMENT_STRIDE) + np.uint32(key))
+    np.testing.assert_array_equal(bits >> 16, own & 0xFFFF)
+
+
 # -- the shader against the format-exact reference ----------------------------------------------------
 
 

@@ -42,12 +42,12 @@ class ShaderInterface:
 
 #: The version of ``vk_adam/include/vk_adam_rule.glsl`` (``VK_ADAM_HARNESS_VERSION``): the only
 #: one whose shaders vk-adam runs.
-HARNESS_VERSION = 10
+HARNESS_VERSION = 11
 #: Specialization-constant ids of the storage formats (16..21 formats, 22 the 8-bit loop's vec4s).
 FORMAT_SPEC_IDS = frozenset(range(16, 23))
 #: ``VK_ADAM_HARNESS``: declared by harness 8 and later, never supplied; its default value is
-#: the harness's version (10: an entry for every float's top 16 bits, ordered bits in the signed
-#: map; 9: entries for the buckets of |x| only).
+#: the harness's version (11: one rounding hash per two values; 10: an entry for every float's
+#: top 16 bits, ordered bits in the signed map; 9: entries for the buckets of |x| only).
 HARNESS_MARK_SPEC_ID = 31
 #: Every specialization-constant id of the harness beyond 0: those the optimizer supplies (the
 #: storage formats, the loop shape (23: vec4s per invocation; 24: the subgroup variant's

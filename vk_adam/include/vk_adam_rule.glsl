@@ -59,12 +59,13 @@
 #else
 #define VK_ADAM_STATE_SLOTS 1
 #endif
-#define VK_ADAM_HARNESS_VERSION 10
+#define VK_ADAM_HARNESS_VERSION 11
 // The version as a specialization constant the host never supplies: its SpecId in the SPIR-V
-// tells the registry which harness a shader was built against (10: an entry for every float's top
-// 16 bits, the signed map's by ordered bits; a shader of an earlier version would read this
-// table wrongly, so it is refused).
-layout(constant_id = 31) const uint VK_ADAM_HARNESS = 10u;
+// tells the registry which harness a shader was built against (11: one rounding hash per two
+// values; 10: an entry for every float's top 16 bits, the signed map's by ordered bits). A shader
+// of an earlier version would round with another stream than the host's reference, or read this
+// table wrongly, so it is refused.
+layout(constant_id = 31) const uint VK_ADAM_HARNESS = 11u;
 // Loops the driver unrolls once the specialization constants that bound them are known.
 #extension GL_EXT_control_flow_attributes : enable
 // The subgroup variant (compiled with -DVK_ADAM_SUBGROUPS; vk_adam.shaderc builds it next to
@@ -374,7 +375,12 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
     return uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
 }
 
-// The stochastic-rounding stream: a counter-based hash of (step key, element index).
+// The stochastic-rounding stream: a counter-based hash of (step key, element index). Element i
+// rounds with 16 bits of the hash of its pair's first element, i & ~1: the low half for even i,
+// the high half for odd i. Rounding to bf16 drops 16 bits and to fp16 13 (normal values), so
+// one hash serves two values: half the integer work of a hash per value, which the 8-bit rows
+// are bound by (results/h200-2026-12-07-hash). An fp16 value below 2^-17 drops more than 16
+// bits: its random bits above the 16 are its own element's hash (the exact path only).
 uint vk_adam_mix32(uint x) {
     x ^= x >> 16;
     x *= 0x7FEB352Du;
@@ -386,10 +392,9 @@ uint vk_adam_mix32(uint x) {
 
 uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
     const uint key = VK_ADAM_CAPTURABLE != 0u ? vk_adam_clock_rng_key : vk_adam_pc.rng_key;
-    uvec4 r;
-    for (uint l = 0u; l < 4u; l++) {
-        r[l] = vk_adam_mix32(key + (first + l) * 0x9E3779B9u);
-    }
+    const uint h0 = vk_adam_mix32(key + first * 0x9E3779B9u);  // elements first and first + 1
+    const uint h1 = vk_adam_mix32(key + (first + 2u) * 0x9E3779B9u);
+    const uvec4 r = uvec4(h0, h0 >> 16, h1, h1 >> 16);  // the fast paths read the low 16 bits
     uvec4 h;
     if (fmt == 1u) {
         const uvec4 u = floatBitsToUint(v);
@@ -400,8 +405,12 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
         if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {
             h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
         } else {
-            h = uvec4(vk_adam_f16_stochastic(v.x, r.x), vk_adam_f16_stochastic(v.y, r.y),
-                      vk_adam_f16_stochastic(v.z, r.z), vk_adam_f16_stochastic(v.w, r.w));
+            uvec4 w;  // up to 31 random bits: the element's own hash above the pair's 16
+            for (uint l = 0u; l < 4u; l++) {
+                w[l] = (r[l] & 0xFFFFu) | (vk_adam_mix32(key + (first + l) * 0x9E3779B9u) << 16);
+            }
+            h = uvec4(vk_adam_f16_stochastic(v.x, w.x), vk_adam_f16_stochastic(v.y, w.y),
+                      vk_adam_f16_stochastic(v.z, w.z), vk_adam_f16_stochastic(v.w, w.w));
         }
     } else {
         h = uvec4(vk_adam_bf16_stochastic(v.x, r.x), vk_adam_bf16_stochastic(v.y, r.y),
