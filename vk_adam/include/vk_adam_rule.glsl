@@ -379,8 +379,10 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
 // rounds with 16 bits of the hash of its pair's first element, i & ~1: the low half for even i,
 // the high half for odd i. Rounding to bf16 drops 16 bits and to fp16 13 (normal values), so
 // one hash serves two values: half the integer work of a hash per value, which the 8-bit rows
-// are bound by (results/h200-2026-12-07-hash). An fp16 value below 2^-17 drops more than 16
-// bits: its random bits above the 16 are its own element's hash (the exact path only).
+// with stochastic rounding are bound by (measured as sr-half-hash in
+// results/h100-2026-12-06-harness9: 0.96-0.98x the time at 2^24). An fp16 value below 2^-17
+// drops more than 16 bits: its random bits above the 16 are its own element's hash (the exact
+// path only).
 uint vk_adam_mix32(uint x) {
     x ^= x >> 16;
     x *= 0x7FEB352Du;
@@ -402,8 +404,10 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
         // 2^-14 <= |v| for all four (inf too, not NaN): vk_adam_f16_stochastic's fast path, which
         // also rounds inf to inf. Tested on the float (no integer work: the 8-bit rows are bound
         // by integer instructions; results/h100-2026-12-07-grid).
+        // (the rebias, 112 << 23, subtracted before the shift: one three-way add with the
+        // random bits; a >= 0x38800000 here, so nothing borrows)
         if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {
-            h = ((u >> 16) & 0x8000u) | min(((a + (r & 0x1FFFu)) >> 13) - 0x1C000u, uvec4(0x7C00u));
+            h = ((u >> 16) & 0x8000u) | min((a + (r & 0x1FFFu) - 0x38000000u) >> 13, uvec4(0x7C00u));
         } else {
             uvec4 w;  // up to 31 random bits: the element's own hash above the pair's 16
             for (uint l = 0u; l < 4u; l++) {
