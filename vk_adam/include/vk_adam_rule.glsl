@@ -379,10 +379,9 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
 // rounds with 16 bits of the hash of its pair's first element, i & ~1: the low half for even i,
 // the high half for odd i. Rounding to bf16 drops 16 bits and to fp16 13 (normal values), so
 // one hash serves two values: half the integer work of a hash per value, which the 8-bit rows
-// with stochastic rounding are bound by (measured as sr-half-hash in
-// results/h100-2026-12-06-harness9: 0.96-0.98x the time at 2^24). An fp16 value below 2^-17
-// drops more than 16 bits: its random bits above the 16 are its own element's hash (the exact
-// path only).
+// with stochastic rounding are bound by (a hash per value took 1.02-1.03x the time of those
+// rows on an H100: results/h100-2026-12-07-hash). An fp16 value below 2^-17 drops more than 16
+// bits: its random bits above the 16 are its own element's hash (the exact path only).
 uint vk_adam_mix32(uint x) {
     x ^= x >> 16;
     x *= 0x7FEB352Du;
