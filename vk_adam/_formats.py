@@ -316,7 +316,7 @@ def offset_key(key: int, offset: int) -> int:
     """The key whose stream is ``key``'s from element ``offset`` (even) on: element i of it is
     element ``offset + i`` of ``key``'s, so a buffer holding a slice of a larger one (a ZeRO-1
     shard, a chunk of a dispatch) rounds exactly as the larger buffer would. Two elements share
-    one hash (:func:`random_bits`), so the offset must be even; vk-adam's are multiples of 4."""
+    one hash (:func:`random_bits`), so the offset must be even; vk-adam's are multiples of 64."""
     if offset % 2:
         raise ValueError(f"a stream offset must be even (two elements share one hash), not {offset}")
     return (key + offset * ELEMENT_STRIDE) & 0xFFFFFFFF
