@@ -36,6 +36,8 @@ results, the others are for timing):
                  exact bit conversion; the roundings of normal halves without the test per vec4
                  for the rest): what the exact handling of subnormals, inf and NaN costs; wrong
                  for those, for timing only
+  f16-unpack     f16-fast's conversion in alone (unpackHalf2x16, unchecked)
+  f16-untested   f16-fast's roundings out alone (no test per vec4)
 Knob builds: the release under one of the loop-shape settings (bit-identical; variants.py):
   vec4s2 (VK_ADAM_INT8_VEC4S=2), wg1024 / wg4096 / wg8192 / wg16384 / wg32768 / wg131072
   (VK_ADAM_INT8_WORKGROUPS; the last one pass at 2^28 on 32-lane subgroups), wgsize128 /
@@ -179,6 +181,9 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
         (F16_SR_ODD, "        if (true) {\n"),
         (F16_NEAREST_ODD, "        if (true) {\n"),
     ],
+    # f16-fast in two halves: the conversion in (unchecked), and the roundings out (untested)
+    "f16-unpack": [(F16_EXACT, F16_UNPACK)],
+    "f16-untested": [(F16_SR_ODD, "        if (true) {\n"), (F16_NEAREST_ODD, "        if (true) {\n")],
 }
 #: Builds from whole harness files (--harness NAME=PATH), filled in by main().
 HARNESS_FILES: dict[str, Path] = {}
