@@ -155,6 +155,12 @@ F16_UNPACK = (
 )
 F16_SR_ODD = "        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {\n"
 F16_NEAREST_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {\n"
+# f16-fast's two halves: the conversion in unchecked, and the roundings out untested.
+F16_IN: list[tuple[Any, str]] = [(F16_EXACT, F16_UNPACK)]
+F16_OUT: list[tuple[Any, str]] = [
+    (F16_SR_ODD, "        if (true) {\n"),
+    (F16_NEAREST_ODD, "        if (true) {\n"),
+]
 BARE_UPDATE = "P = fma(vk_adam_load_grad(i, n), vec4(HYPER(0)), P); S[0] = fma(S[0], vec4(0.5), P);"
 
 #: (build, patches): each patch a (pattern or str, replacement); each must match once.
@@ -176,14 +182,9 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
     "trivial-deq": [(DEQ, TRIVIAL_DEQ), (LOAD_MAP, "")],
     "no-hash": [(SR_HASH.split("    const uvec4 r")[0], NO_HASH)],
     "no-absmax": [(ABSMAX, NO_ABSMAX)],
-    "f16-fast": [
-        (F16_EXACT, F16_UNPACK),
-        (F16_SR_ODD, "        if (true) {\n"),
-        (F16_NEAREST_ODD, "        if (true) {\n"),
-    ],
-    # f16-fast in two halves: the conversion in (unchecked), and the roundings out (untested)
-    "f16-unpack": [(F16_EXACT, F16_UNPACK)],
-    "f16-untested": [(F16_SR_ODD, "        if (true) {\n"), (F16_NEAREST_ODD, "        if (true) {\n")],
+    "f16-fast": F16_IN + F16_OUT,
+    "f16-unpack": F16_IN,
+    "f16-untested": F16_OUT,
 }
 #: Builds from whole harness files (--harness NAME=PATH), filled in by main().
 HARNESS_FILES: dict[str, Path] = {}
