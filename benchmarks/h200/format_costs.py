@@ -52,6 +52,7 @@ With ``--check``, each build that claims the release's codes (``EXACT``) is firs
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
 yardstick is the same copy shader (``copy_GBps``). Writes DIR/format_costs.json and prints a table.
+Rows: the formats bench's rows with 8-bit state, and bf16 and fp16 params (SR) with bf16 state.
 Params on the device as in the formats bench (fp32: kp tensors; 16-bit: device_params=True). The
 builds take turns step by step, each step after a moment of copies (``ClockWarmer``: the GPU at
 a busy clock); the median of ``--rounds`` steps each.
@@ -260,6 +261,7 @@ FORMATS = (
     ("fp16 params + master, int8 state", "float16", False, "int8-blockwise"),
     ("fp16 params (SR), int8 state", "float16", True, "int8-blockwise"),
     ("bf16 params (SR), bf16 state", "bfloat16", True, "bfloat16"),
+    ("fp16 params (SR), bf16 state", "float16", True, "bfloat16"),
 )
 
 
