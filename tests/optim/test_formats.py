@@ -202,6 +202,32 @@ def test_the_shader_rounds_to_nearest_even_bit_for_bit(name, rng):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_ties_round_to_even_in_vec4s_of_normal_values(name, rng):
+    """The shader rounds a vec4 whose four values all round to normal 16-bit values by a fast
+    path. Ties (halfway between two 16-bit values, either neighbour even) and the largest values
+    below overflow, in such vec4s, must round as NumPy does (lr = 0, as above)."""
+    ulp = 2.0**-10 if name == "float16" else 2.0**-7
+    ties = [s * (1 + k * ulp / 2) * 2.0**e for s in (1, -1) for k in (1, 3, 5, 7) for e in (-10, 0, 5)]
+    if name == "float16":
+        ties += [65504.0, -65504.0, 65519.99, -65519.99, 65512.0, -65512.0, 65508.0, 2.0**-14]
+    ties += [1.0] * (-len(ties) % 4)
+    master = np.array(ties, np.float32)
+    assert np.all(np.abs(master) >= 2.0**-14)  # every vec4 on the fast path
+    master = np.concatenate([master, (rng.standard_normal(4096) * 8).astype(np.float32) + 16])
+    p = master.astype(DTYPES[name])
+    expected = p.view(np.uint16).copy()
+    opt = vk_adam.SGD([p], lr=0.0)
+    sd = opt.state_dict()
+    sd["state"] = {0: {"step": 1.0, "master_param": master.copy()}}
+    opt.load_state_dict(sd)
+    opt.step([np.zeros_like(p)])
+    np.testing.assert_array_equal(p.view(np.uint16), expected)
+    after = opt.state_dict()["state"][0]["master_param"]
+    np.testing.assert_array_equal(after.view(np.uint32), master.view(np.uint32))
+    opt.close()
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_stochastic_rounding_on_the_gpu_is_the_reference_stream_bit_for_bit(name, rng):
     """SGD with lr=1 makes p - g exact in float32 (both 16-bit, close exponents), so the GPU and
     the reference round the very same float32 values with the very same random bits."""

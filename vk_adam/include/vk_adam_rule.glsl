@@ -336,17 +336,20 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 // paths. A branch per value costs more than the conversion it guards; a param is rarely off the
 // fast paths, so the branch is rarely taken (measured: benchmarks/h200/format_costs.py).
 
-// Four halves (two words, the first in the low bits) to fp32, exactly: vk_adam_f16_to_f32's
-// arithmetic (vk_adam_16bit.glsl) on four lanes, each half taken at the top of a word. Written
-// for the vec4, not as four calls: 1.3% less time in fp16 (SR) + int8 on an H100
-// (results/h100-2026-12-07-f16-exact).
+// Four halves (two words, the first in the low bits) to fp32, exactly. The device's conversion
+// (unpackHalf2x16) is exact for every half but the subnormals, which a device may flush to zero
+// unless the shader runs under DenormPreserve (Vulkan's precision rules): a half whose
+// exponent field is 0 is taken from the bits instead,
+// m * 2^-24 = (0.5 + m * 2^-24) - 0.5, an exact float subtraction whose result is zero or a
+// normal fp32 value. Fewer integer instructions than converting every half by its bits
+// (vk_adam_f16_to_f32, vk_adam_16bit.glsl), which bind the 8-bit rows. NaN stays NaN; its
+// payload is the device's.
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
-    const uvec4 x = uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u);
-    const uvec4 mag = (x & 0x7FFF0000u) >> 3;
-    const vec4 g = uintBitsToFloat(mag + 0x38800000u);
-    uvec4 u = floatBitsToUint(min(0.5 * g, g - 6.103515625e-05));
-    u += mix(uvec4(0u), uvec4(0x38000000u), greaterThanEqual(mag, uvec4(0x0F800000u)));
-    return uintBitsToFloat(u | (x & 0x80000000u));
+    const vec4 converted = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    const uvec4 h = uvec4(w.x, w.x >> 16, w.y, w.y >> 16);  // each half in the low 16 bits
+    const vec4 small = uintBitsToFloat((h & 0x3FFu) | 0x3F000000u) - 0.5;
+    const vec4 signed_small = uintBitsToFloat(floatBitsToUint(small) | ((h << 16) & 0x80000000u));
+    return mix(converted, signed_small, equal(h & 0x7C00u, uvec4(0u)));
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
@@ -361,9 +364,15 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
     if (fmt == 1u) {
         const uvec4 u = floatBitsToUint(v);
         const uvec4 a = u & 0x7FFFFFFFu;
-        // vk_adam_f16_nearest's normal range (2^-14 <= |v| < 65536) for all four: its fast path
-        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {
-            h = ((u >> 16) & 0x8000u) | ((a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13);
+        // All four round to a normal half (2^-14 <= |v| < 65520): each is rounded to nearest
+        // even in its fp32 bits (the 13 bits below the half's ulp cleared), which leaves a
+        // value the half holds exactly, and the device's conversion packs it. A conversion of a
+        // value its format holds is exact in any rounding mode, so this needs none, and it
+        // takes fewer integer instructions than forming the half's bits (which bind the 8-bit
+        // rows). (No carry reaches the sign: |v| < 65520.)
+        if (all(lessThan(a - 0x38800000u, uvec4(0x477FF000u - 0x38800000u)))) {
+            const vec4 r = uintBitsToFloat((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
+            return uvec2(packHalf2x16(r.xy), packHalf2x16(r.zw));
         } else {
             h = uvec4(vk_adam_f16_nearest(v.x), vk_adam_f16_nearest(v.y), vk_adam_f16_nearest(v.z),
                       vk_adam_f16_nearest(v.w));
@@ -400,13 +409,15 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
     if (fmt == 1u) {
         const uvec4 u = floatBitsToUint(v);
         const uvec4 a = u & 0x7FFFFFFFu;
-        // 2^-14 <= |v| for all four (inf too, not NaN): vk_adam_f16_stochastic's fast path, which
-        // also rounds inf to inf. Tested on the float (no integer work: the 8-bit rows are bound
-        // by integer instructions; results/h100-2026-12-07-grid).
-        // (the rebias, 112 << 23, subtracted before the shift: one three-way add with the
-        // random bits; a >= 0x38800000 here, so nothing borrows)
-        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {
-            h = ((u >> 16) & 0x8000u) | min((a + (r & 0x1FFFu) - 0x38000000u) >> 13, uvec4(0x7C00u));
+        // 2^-14 <= |v| <= 65504 for all four: vk_adam_f16_stochastic's fast path, as in
+        // vk_adam_pack4_nearest: the random bits added below the half's ulp in the fp32 bits,
+        // those bits cleared, and the device's exact conversion of the result (the largest half
+        // cannot round past itself, nor carry into the sign). Tested on the float (no integer
+        // work: the 8-bit rows are bound by integer instructions; results/h100-2026-12-07-grid).
+        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))
+            && all(lessThanEqual(abs(v), vec4(65504.0)))) {
+            const vec4 t = uintBitsToFloat((u + (r & 0x1FFFu)) & 0xFFFFE000u);
+            return uvec2(packHalf2x16(t.xy), packHalf2x16(t.zw));
         } else {
             uvec4 w;  // up to 31 random bits: the element's own hash above the pair's 16
             for (uint l = 0u; l < 4u; l++) {
