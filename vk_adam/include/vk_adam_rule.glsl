@@ -338,18 +338,19 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 
 // Four halves (two words, the first in the low bits) to fp32, exactly. The device's conversion
 // (unpackHalf2x16) is exact for every half but the subnormals, which a device may flush to zero
-// unless the shader runs under DenormPreserve (Vulkan's precision rules): a half whose
-// exponent field is 0 is taken from the bits instead,
-// m * 2^-24 = (0.5 + m * 2^-24) - 0.5, an exact float subtraction whose result is zero or a
-// normal fp32 value. Fewer integer instructions than converting every half by its bits
-// (vk_adam_f16_to_f32, vk_adam_16bit.glsl), which bind the 8-bit rows. NaN stays NaN; its
-// payload is the device's.
+// unless the shader runs under DenormPreserve (Vulkan's precision rules). So each word is also
+// converted with bit 10 of both halves set: a half whose exponent field is 0 (zero or subnormal,
+// m * 2^-24) becomes the normal half +-2^-14 (1 + m / 1024), and |that| - 2^-14 = m * 2^-24 is an
+// exact float subtraction (zero, or a normal fp32 value); the half's sign is put back by its bit.
+// The first conversion picks which: below 2^-14 it is such a half, flushed or not. Mostly
+// float instructions: the integer ones bind the 8-bit rows. NaN stays NaN; its payload is the
+// device's.
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
     const vec4 converted = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-    const uvec4 h = uvec4(w.x, w.x >> 16, w.y, w.y >> 16);  // each half in the low 16 bits
-    const vec4 small = uintBitsToFloat((h & 0x3FFu) | 0x3F000000u) - 0.5;
-    const vec4 signed_small = uintBitsToFloat(floatBitsToUint(small) | ((h << 16) & 0x80000000u));
-    return mix(converted, signed_small, equal(h & 0x7C00u, uvec4(0u)));
+    const vec4 lifted = vec4(unpackHalf2x16(w.x | 0x04000400u), unpackHalf2x16(w.y | 0x04000400u));
+    const vec4 small = uintBitsToFloat(floatBitsToUint(abs(lifted) - 6.103515625e-05)
+                                       | (floatBitsToUint(lifted) & 0x80000000u));
+    return mix(converted, small, lessThan(abs(converted), vec4(6.103515625e-05)));
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
