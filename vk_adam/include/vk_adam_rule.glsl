@@ -366,7 +366,7 @@ uvec2 vk_adam_pack4_nearest(vec4 v, uint fmt) {
         // value the half holds exactly, and the device's conversion packs it. A conversion of a
         // value its format holds is exact in any rounding mode, so this needs none, and it
         // takes fewer integer instructions than forming the half's bits (which bind the 8-bit
-        // rows). (No carry reaches the sign: |v| < 65520.)
+        // rows; results/h100-2026-12-07-f16-pack). (No carry reaches the sign: |v| < 65520.)
         if (all(lessThan(a - 0x38800000u, uvec4(0x477FF000u - 0x38800000u)))) {
             const vec4 r = uintBitsToFloat((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
             return uvec2(packHalf2x16(r.xy), packHalf2x16(r.zw));
@@ -405,7 +405,6 @@ uvec2 vk_adam_pack4_stochastic(vec4 v, uint fmt, uint first) {
     uvec4 h;
     if (fmt == 1u) {
         const uvec4 u = floatBitsToUint(v);
-        const uvec4 a = u & 0x7FFFFFFFu;
         // 2^-14 <= |v| <= 65504 for all four: vk_adam_f16_stochastic's fast path, as in
         // vk_adam_pack4_nearest: the random bits added below the half's ulp in the fp32 bits,
         // those bits cleared, and the device's exact conversion of the result (the largest half
