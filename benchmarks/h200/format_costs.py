@@ -52,7 +52,8 @@ With ``--check``, each build that claims the release's codes (``EXACT``) is firs
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
 yardstick is the same copy shader (``copy_GBps``). Writes DIR/format_costs.json and prints a table.
-Rows: the formats bench's rows with 8-bit state, and bf16 and fp16 params (SR) with bf16 state.
+Rows: the formats bench's rows with 8-bit state, and bf16 and fp16 params (SR) with bf16 state;
+every build times every row but bf16 (SR) + bf16, which the release times alone.
 Params on the device as in the formats bench (fp32: kp tensors; 16-bit: device_params=True). The
 builds take turns step by step, each step after a moment of copies (``ClockWarmer``: the GPU at
 a busy clock); the median of ``--rounds`` steps each.
@@ -432,8 +433,10 @@ def main() -> int:
             n = 2**log2
             inputs = inputs_of(n)
             for label, param_dtype, sr, state in FORMATS:
-                int8 = state == "int8-blockwise"
-                builds = list(dict.fromkeys(["release", *args.builds])) if int8 else ["release"]
+                # Every build where it can differ: 8-bit state, or fp16 params (the harness's
+                # fp16 conversions); bf16 params with bf16 state, the 16-bit reference, alone.
+                compared = state == "int8-blockwise" or param_dtype == "float16"
+                builds = list(dict.fromkeys(["release", *args.builds])) if compared else ["release"]
                 made = {b: make(rules[b], b, param_dtype, sr, state, inputs, rt) for b in builds}
                 try:
                     samples: dict[str, list[float]] = {b: [] for b in builds}
