@@ -155,8 +155,11 @@ F16_EXACT = re.compile(r"vec4 vk_adam_f16x4_to_f32\(uvec2 w\) \{\n.*?\n\}", re.S
 F16_UNPACK = (
     "vec4 vk_adam_f16x4_to_f32(uvec2 w) {\n    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));\n}"
 )
-F16_SR_ODD = "        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))) {\n"
-F16_NEAREST_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x47800000u - 0x38800000u)))) {\n"
+F16_SR_ODD = (
+    "        if (all(greaterThanEqual(abs(v), vec4(6.103515625e-05)))\n"
+    "            && all(lessThanEqual(abs(v), vec4(65504.0)))) {\n"
+)
+F16_NEAREST_ODD = "        if (all(lessThan(a - 0x38800000u, uvec4(0x477FF000u - 0x38800000u)))) {\n"
 # f16-fast's two halves: the conversion in unchecked, and the roundings out untested.
 F16_IN: list[tuple[Any, str]] = [(F16_EXACT, F16_UNPACK)]
 F16_OUT: list[tuple[Any, str]] = [

@@ -336,17 +336,22 @@ uint vk_adam_bf16_stochastic(float f, uint r) {
 // paths. A branch per value costs more than the conversion it guards; a param is rarely off the
 // fast paths, so the branch is rarely taken (measured: benchmarks/h200/format_costs.py).
 
-// Four halves (two words, the first in the low bits) to fp32, exactly: vk_adam_f16_to_f32's
-// arithmetic (vk_adam_16bit.glsl) on four lanes, each half taken at the top of a word. Written
-// for the vec4, not as four calls: 1.3% less time in fp16 (SR) + int8 on an H100
-// (results/h100-2026-12-07-f16-exact).
+// Four halves (two words, the first in the low bits) to fp32, exactly. The device's conversion
+// (unpackHalf2x16) is exact for every half but the subnormals, which a device may flush to zero
+// unless the shader runs under DenormPreserve (Vulkan's precision rules). So each word is also
+// converted with bit 10 of both halves set: a half whose exponent field is 0 (zero or subnormal,
+// m * 2^-24) becomes the normal half +-2^-14 (1 + m / 1024), and |that| - 2^-14 = m * 2^-24 is an
+// exact float subtraction (zero, or a normal fp32 value); the half's sign is put back by its bit.
+// The first conversion picks which: below 2^-14 it is such a half, flushed or not. Mostly
+// float instructions: the integer ones bind the 8-bit rows (on an H100, fp16 params (SR) with
+// int8 state 0.976x the time of the conversion by bits at 2^28;
+// results/h100-2026-12-07-f16-select2). NaN stays NaN; its payload is the device's.
 vec4 vk_adam_f16x4_to_f32(uvec2 w) {
-    const uvec4 x = uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u);
-    const uvec4 mag = (x & 0x7FFF0000u) >> 3;
-    const vec4 g = uintBitsToFloat(mag + 0x38800000u);
-    uvec4 u = floatBitsToUint(min(0.5 * g, g - 6.103515625e-05));
-    u += mix(uvec4(0u), uvec4(0x38000000u), greaterThanEqual(mag, uvec4(0x0F800000u)));
-    return uintBitsToFloat(u | (x & 0x80000000u));
+    const vec4 converted = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    const vec4 lifted = vec4(unpackHalf2x16(w.x | 0x04000400u), unpackHalf2x16(w.y | 0x04000400u));
+    const vec4 small = uintBitsToFloat(floatBitsToUint(abs(lifted) - 6.103515625e-05)
+                                       | (floatBitsToUint(lifted) & 0x80000000u));
+    return mix(converted, small, lessThan(abs(converted), vec4(6.103515625e-05)));
 }
 
 vec4 vk_adam_unpack4(uvec2 w, uint fmt) {
