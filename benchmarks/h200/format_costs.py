@@ -417,6 +417,14 @@ def main() -> int:
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
     from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
     from vk_adam._runtime import Runtime
+    from vk_adam.shaderc import INCLUDE_DIR
+
+    # Every patched build's targets before any GPU work: a patch the harness has outgrown fails
+    # here, in a second, not after the copy yardstick on a device machine.
+    shipped = (Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text()
+    for name in dict.fromkeys(args.builds):
+        if name in BUILDS and name != "release" and patched(shipped, BUILDS[name]) == shipped:
+            ap.error(f"build {name!r} changes nothing in the harness")
 
     args.out.mkdir(parents=True, exist_ok=True)
     rt = Runtime()
