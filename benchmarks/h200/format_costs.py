@@ -44,7 +44,9 @@ Knob builds: the release under one of the loop-shape settings (bit-identical; va
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
 one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
-release's codes and ``--check`` compares them. A file of an older harness version runs with its
+release's codes and ``--check`` compares them. ``--timing-harness NAME=PATH`` builds are timed
+the same way and left out of ``--check`` (a diagnostic that changes results).
+A file of an older harness version runs with its
 own version's table buffer (``TABLE_LAYOUTS``: version 9; version 10 has this one's table but a
 hash per value in its rounding stream, so its stochastic-rounding rows differ from the release's
 in ``--check``), its version mark set to this one's.
@@ -405,15 +407,24 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--builds", nargs="+", default=list(BUILDS), choices=[*BUILDS, *KNOBS])
     ap.add_argument("--harness", nargs="*", default=[], metavar="NAME=PATH", help="harness-file builds")
+    ap.add_argument(
+        "--timing-harness",
+        nargs="*",
+        default=[],
+        metavar="NAME=PATH",
+        help="harness-file builds for timing only (other results; --check leaves them out)",
+    )
     ap.add_argument("--check", action="store_true", help="first compare the EXACT builds' bits")
     args = ap.parse_args()
-    for spec in args.harness:
-        name, _, path = spec.partition("=")
-        if not path or not Path(path).is_file():
-            ap.error(f"--harness {spec!r}: expected NAME=PATH of a harness file")
-        HARNESS_FILES[name] = Path(path)
-        EXACT.append(name)
-        args.builds.append(name)
+    for option, specs in (("--harness", args.harness), ("--timing-harness", args.timing_harness)):
+        for spec in specs:
+            name, _, path = spec.partition("=")
+            if not path or not Path(path).is_file():
+                ap.error(f"{option} {spec!r}: expected NAME=PATH of a harness file")
+            HARNESS_FILES[name] = Path(path)
+            if option == "--harness":
+                EXACT.append(name)
+            args.builds.append(name)
     from vk_adam._commands.bench.formats import FormatConfig, bytes_per_element
     from vk_adam._commands.bench.measure import ClockWarmer, vulkan_copy_bandwidth
     from vk_adam._runtime import Runtime

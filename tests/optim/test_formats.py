@@ -278,6 +278,34 @@ def test_fp16_stochastic_rounding_at_the_edges_of_its_fast_path(rng):
     opt.close()
 
 
+def test_fp16_stochastic_rounding_of_whole_vec4s_below_the_smallest_normal(rng):
+    """Results just below 2**-14 (fp16 subnormals, a grid of 2**-24) in vec4s that hold nothing
+    else, or normal values beside them: the shader's vec4 test must send each such vec4 to the
+    exact per-value path, where the random bits pick a neighbour on the subnormal grid. SGD with
+    lr = 2**-3 from subnormal params: p - lr * g is exact in float32 and off the grid."""
+    n = 4096
+    m = rng.integers(256, 1000, n)  # p = m * 2**-24: 2**-16 <= p < 2**-14, after two steps too
+    p = (np.where(rng.random(n) < 0.5, -m, m) * 2.0**-24).astype(np.float16)
+    p[2048::8] = (2.0**-14 + 2.0**-24 * rng.integers(0, 64, 256)).astype(np.float16)  # normal beside
+    g = (rng.integers(-63, 64, n) * 2.0**-24).astype(np.float16)
+    opt = vk_adam.SGD([p], lr=2.0**-3, stochastic_rounding=True, seed=7)
+    options = dict(opt.param_groups[0])
+    ref = FormatReference(
+        default_registry().get("sgd"), options, group_format((), "float16", "float32", True, n), seed=7
+    )
+    ref.load(p, None)
+    for step in (1, 2):
+        before = p.astype(np.float32)
+        opt.step([g])
+        ref.step(g, step)
+        np.testing.assert_array_equal(p.view(np.uint16), ref.param.view(np.uint16))
+    exact = before - np.float32(2.0**-3) * g.astype(np.float32)
+    off_grid = (exact * 2.0**24) % 1 != 0
+    assert off_grid.sum() > n // 2, "most results must need rounding"
+    assert (np.abs(p[:2048].astype(np.float32)) < 2.0**-14).all()
+    opt.close()
+
+
 def test_every_fp16_gradient_reaches_the_update_exactly():
     """SGD with lr = 1 from a zero fp32 master copy: the master after one step is 0 - g, exactly,
     for every fp16 value: +-0, every subnormal (a device may flush them when it unpacks fp16, so
