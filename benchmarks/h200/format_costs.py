@@ -17,7 +17,8 @@ results, the others are for timing):
   no-tables      quant-arith and deq-arith: no table read at all
   bare           no-tables, and the rule's math replaced by one multiply-add per value: what the
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
-                 cost on their own (a floor with the same bytes and the same loop)
+                 cost with no tables (the same bytes and the same loop; not a floor since
+                 the table lookups cost less than no-tables' arithmetic)
   clamped        the release's lookup with clamps before it, as a table of the buckets that
                  matter would need: the signed map's ordered bits clamped below -2 (one min), the
                  unsigned map's bits into 2**-23..2 (two); the same codes but for NaNs with
