@@ -335,6 +335,33 @@ def test_fp16_values_off_the_fast_paths_give_the_base_variant_s_bits(stochastic,
     assert np.isnan(after).any() and np.count_nonzero(np.abs(after[np.isfinite(after)]) < 2.0**-14) >= 3
 
 
+def test_fp16_stochastic_rounding_to_subnormals_beside_normal_vec4s_gives_the_base_variant_s_bits(
+    monkeypatch,
+):
+    """Every other vec4 of params sits just below 2**-14 (fp16 subnormals) and a step of lr =
+    1e-6 leaves it there, off the grid: the random bits pick its neighbour. The normal vec4s
+    beside it, in the same subgroup, take the fast rounding; the subnormal ones must not (a
+    test of the vec4s that lets one lane decide for another gives other bits)."""
+    rng = np.random.default_rng(41)
+    n = 256 * 64
+    p = rng.standard_normal(n).astype(np.float16)
+    sub = (np.arange(n) // 4) % 2 == 1
+    m = rng.integers(256, 1000, n)
+    p[sub] = (np.where(rng.random(n) < 0.5, -m, m) * 2.0**-24)[sub].astype(np.float16)
+    g = rng.standard_normal(n).astype(np.float16)
+    monkeypatch.setenv(variants.SUBGROUPS_ENV, "0")
+    base = run_steps(p, [g], "adam", lr=1e-6, stochastic=True, seed=8)
+    assert base[2] == ["adam"]
+    moved = base[0][sub].astype(np.float32)
+    assert (np.abs(moved) < 2.0**-14).all() and np.count_nonzero(moved != p[sub]) > sub.sum() // 2
+    for vec4s in ("1", "2"):
+        monkeypatch.setenv(variants.SUBGROUPS_ENV, "1")
+        monkeypatch.setenv(variants.INT8_VEC4S_ENV, vec4s)
+        got = run_steps(p, [g], "adam", lr=1e-6, stochastic=True, seed=8)
+        assert got[2] == ["adam.subgroups"]
+        assert_same_bits(got, base)
+
+
 @pytest.mark.parametrize("stochastic", [True, False], ids=["sr", "master"])
 def test_fp16_params_off_the_fast_paths_come_back_exactly_from_the_subgroup_loop(stochastic, monkeypatch):
     """lr = 0 leaves every param as it was, subnormals and zeros too, in the subgroup loop's
