@@ -45,12 +45,11 @@ Knob builds: the release under one of the loop-shape settings (bit-identical; va
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
 one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
-release's codes and ``--check`` compares them. ``--timing-harness NAME=PATH`` builds are timed
-the same way and left out of ``--check`` (a diagnostic that changes results).
-A file of an older harness version runs with its
+release's codes and ``--check`` compares them. A file of an older harness version runs with its
 own version's table buffer (``TABLE_LAYOUTS``: version 9; version 10 has this one's table but a
 hash per value in its rounding stream, so its stochastic-rounding rows differ from the release's
-in ``--check``), its version mark set to this one's.
+in ``--check``), its version mark set to this one's. ``--timing-harness NAME=PATH`` builds are
+timed the same way and left out of ``--check`` (diagnostics that change results).
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
 the release, state and params bit for bit, after three steps at 2^16 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
