@@ -524,6 +524,28 @@ def test_clipping_and_the_nonfinite_check_read_16_bit_gradients(name, rng):
         assert p.tobytes() == saved.tobytes()
 
 
+@pytest.mark.parametrize("param_dtype,stochastic", [("float32", False), ("bfloat16", True)])
+def test_a_skipped_step_leaves_8_bit_state_and_params_alone(param_dtype, stochastic, rng, variant):
+    """The 8-bit loops test the skip flag apart from the plain loop: after an inf gradient the
+    codes, the block maxima and the params are those of the step before, in both variants."""
+    n = fmt.INT8_MIN_ELEMENTS + 3 * fmt.BLOCK + 5  # 8-bit state: whole blocks and a partial one
+    p = rng.standard_normal(n).astype(DTYPES[param_dtype])
+    options = dict(state_dtype="int8-blockwise", stochastic_rounding=stochastic, skip_nonfinite=True)
+    with vk_adam.AdamW([p], lr=1e-2, **options) as opt:
+        assert not opt.step([rng.standard_normal(n).astype(p.dtype)]).skipped
+        saved, before = p.tobytes(), opt.state_dict()["state"][0]
+        assert before["exp_avg"].dtype == np.uint8  # the state is 8-bit codes
+        g = rng.standard_normal(n).astype(p.dtype)
+        g[300] = np.inf
+        assert opt.step([g]).skipped
+        assert p.tobytes() == saved
+        after = opt.state_dict()["state"][0]
+        for name in ("exp_avg", "exp_avg_sq", "exp_avg.absmax", "exp_avg_sq.absmax"):
+            assert np.asarray(after[name]).tobytes() == np.asarray(before[name]).tobytes(), name
+        assert not opt.step([rng.standard_normal(n).astype(p.dtype)]).skipped  # and it steps again
+        assert p.tobytes() != saved
+
+
 def _magnitude_rule(x: np.ndarray, signed: bool) -> np.ndarray:
     """The quantizer by magnitude buckets, written apart from the table's entries: |x|'s bits
     clamped into the buckets, its bucket's code plus one at or past its threshold; in the
