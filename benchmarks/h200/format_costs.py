@@ -51,7 +51,7 @@ hash per value in its rounding stream, so its stochastic-rounding rows differ fr
 in ``--check``), its version mark set to this one's. ``--timing-harness NAME=PATH`` builds are
 timed the same way and left out of ``--check`` (diagnostics that change results).
 With ``--check``, each build that claims the release's codes (``EXACT``) is first compared with
-the release, state and params bit for bit, after three steps at 2^16 elements in every row.
+the release, state and params bit for bit, after three steps at 2^16 + 3 elements in every row.
 The bytes each step moves are those of ``vk-adam bench --cases formats`` (bytes_per_element); the
 yardstick is the same copy shader (``copy_GBps``). Writes DIR/format_costs.json and prints a table.
 Rows: the formats bench's rows with 8-bit state, and bf16 and fp16 params (SR) with bf16 state;
