@@ -44,7 +44,9 @@ Knob builds: the release under one of the loop-shape settings (bit-identical; va
   (VK_ADAM_INT8_WORKGROUPS; the last one pass at 2^28 on 32-lane subgroups), wgsize128 /
   wgsize512 (VK_ADAM_WORKGROUP_SIZE).
 Harness builds (``--harness NAME=PATH``, any number): another harness file whole, such as the
-one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``); they claim the
+one of an earlier commit (``git show REV:vk_adam/include/vk_adam_rule.glsl``), or a unified diff
+of the shipped harness (PATH ending in .diff or .patch, as a results folder keeps a candidate;
+each hunk must match the shipped file exactly, no fuzz, or the script stops); they claim the
 release's codes and ``--check`` compares them. A file of an older harness version runs with its
 own version's table buffer (``TABLE_LAYOUTS``: version 9; version 10 has this one's table but a
 hash per value in its rounding stream, so its stochastic-rounding rows differ from the release's
@@ -237,12 +239,60 @@ VERSION = re.compile(r"#define VK_ADAM_HARNESS_VERSION (\d+)")
 MARK = re.compile(r"(layout\(constant_id = 31\) const uint VK_ADAM_HARNESS = )\d+u;")
 
 
-def harness_file(name: str) -> str:
-    """A harness-file build's source, its version mark set to this vk-adam's (the optimizer runs
-    no other) and, for an older version, its table buffer registered in ``TABLES``."""
-    from vk_adam._rules.spirv import HARNESS_VERSION
+HARNESS_PATH = "vk_adam/include/vk_adam_rule.glsl"
+HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
-    text = HARNESS_FILES[name].read_text()
+
+def applied(shipped: str, diff: str, name: str) -> str:
+    """``shipped`` with the unified ``diff`` of it applied: every hunk's old lines (context and
+    removed) must be the shipped file's at the hunk's line, exactly (a candidate made against
+    another harness fails here, before any GPU work, instead of timing something else)."""
+    lines = shipped.splitlines(keepends=True)
+    out: list[str] = []
+    at = 0  # lines of ``shipped`` consumed
+    files = re.findall(r"^\+\+\+ (?:b/)?(\S+)", diff, re.M)
+    if files != [HARNESS_PATH]:
+        raise SystemExit(f"--harness {name}: the diff must change {HARNESS_PATH} alone (it changes {files})")
+    hunks = re.split(r"^(?=@@ )", diff.split("\n+++ ", 1)[1].split("\n", 1)[1], flags=re.M)
+    for hunk in (h for h in hunks if h.startswith("@@ ")):
+        head, _, body = hunk.partition("\n")
+        found = HUNK.match(head)
+        if found is None:
+            raise SystemExit(f"--harness {name}: not a hunk header: {head!r}")
+        start = int(found.group(1)) - (0 if found.group(2) == "0" else 1)
+        old: list[str] = []
+        new: list[str] = []
+        for line in body.splitlines(keepends=True):
+            if line.startswith("\\"):  # "\ No newline at end of file"
+                continue
+            tag, text = line[:1], line[1:]
+            if tag in (" ", "-"):
+                old.append(text)
+            if tag in (" ", "+"):
+                new.append(text)
+            if tag not in (" ", "-", "+"):
+                raise SystemExit(f"--harness {name}: unexpected line in hunk {head!r}: {line!r}")
+        if start < at or lines[start : start + len(old)] != old:
+            raise SystemExit(
+                f"--harness {name}: hunk {head!r} does not match the shipped {HARNESS_PATH} (a diff of "
+                "another harness version? make it against this one)"
+            )
+        out += lines[at:start] + new
+        at = start + len(old)
+    return "".join(out + lines[at:])
+
+
+def harness_file(name: str) -> str:
+    """A harness-file build's source (a diff applied to the shipped harness), its version mark
+    set to this vk-adam's (the optimizer runs no other) and, for an older version, its table
+    buffer registered in ``TABLES``."""
+    from vk_adam._rules.spirv import HARNESS_VERSION
+    from vk_adam.shaderc import INCLUDE_DIR
+
+    path = HARNESS_FILES[name]
+    text = path.read_text()
+    if path.suffix in (".diff", ".patch"):
+        text = applied((Path(INCLUDE_DIR) / "vk_adam_rule.glsl").read_text(), text, name)
     found = VERSION.search(text)
     version = int(found.group(1)) if found else 0
     if version != HARNESS_VERSION:
@@ -420,7 +470,7 @@ def main() -> int:
         for spec in specs:
             name, _, path = spec.partition("=")
             if not path or not Path(path).is_file():
-                ap.error(f"{option} {spec!r}: expected NAME=PATH of a harness file")
+                ap.error(f"{option} {spec!r}: expected NAME=PATH of a harness file or a diff of it")
             HARNESS_FILES[name] = Path(path)
             if option == "--harness":
                 EXACT.append(name)
@@ -436,6 +486,8 @@ def main() -> int:
     for name in dict.fromkeys(args.builds):
         if name in BUILDS and name != "release" and patched(shipped, BUILDS[name]) == shipped:
             ap.error(f"build {name!r} changes nothing in the harness")
+    for name in HARNESS_FILES:
+        harness_file(name)  # a diff that does not apply stops here
 
     args.out.mkdir(parents=True, exist_ok=True)
     rt = Runtime()
