@@ -6,6 +6,8 @@ bytes a step moves by format, and the table says how it timed."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -20,11 +22,11 @@ N = 2**16
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("formats")
     table = run_formats_bench(0, True, 10.0, repeats=2, warmup=1, out=out, quiet=True, sizes=(N,))
-    return table, json.loads((out / "formats.json").read_text()), (out / "formats.md").read_text()
+    return table, json.loads((out / "formats.json").read_text()), (out / "formats.md").read_text(), out
 
 
 def test_every_param_and_state_format_has_a_timed_row(report):
-    _, data, _ = report
+    _, data, _, _ = report
     rows = {r["config"]: r for r in data["rows"] if r["backend"] == "vk-adam"}
     assert set(rows) == {c.label for c in CONFIGS}
     assert {c.param_dtype for c in CONFIGS} == {"float32", "float16", "bfloat16"}
@@ -43,7 +45,7 @@ def test_every_param_and_state_format_has_a_timed_row(report):
 
 
 def test_every_row_holds_its_params_on_the_device(report):
-    _, data, _ = report
+    _, data, _, _ = report
     for row in (r for r in data["rows"] if r["backend"] == "vk-adam"):
         cfg = next(c for c in CONFIGS if c.label == row["config"])
         expected = (
@@ -53,7 +55,7 @@ def test_every_row_holds_its_params_on_the_device(report):
 
 
 def test_resident_bytes_follow_the_format(report):
-    _, data, _ = report
+    _, data, _, _ = report
     rows = {r["config"]: r for r in data["rows"] if r["backend"] == "vk-adam"}
     assert rows["fp32 params, fp32 state"]["resident_bytes_per_param"] == pytest.approx(16.0)
     assert rows["bf16 params (SR), bf16 state"]["resident_bytes_per_param"] == pytest.approx(8.0)
@@ -76,9 +78,39 @@ def test_bytes_moved_per_element():
 
 
 def test_the_table_says_what_it_timed(report):
-    table, _, md = report
+    table, _, md, _ = report
     assert md.strip() == table.strip()
     assert "the update dispatch alone" in table
     assert "kp tensors" in table and "device_params=True" in table
     for cfg in CONFIGS:
         assert f"| {N:,} | {cfg.label} |" in table
+
+
+def test_the_bench_draws_its_rows(report):
+    *_, out = report
+    assert (out / "formats.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_saved_report_renders_again(report, tmp_path):
+    """`vk-adam bench --render formats.json --out DIR`: the same table, and the plot, from the
+    saved report alone (no device)."""
+    _, _, md, out = report
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vk_adam",
+            "bench",
+            "--render",
+            str(out / "formats.json"),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "formats.md").read_text() == md
+    assert (tmp_path / "formats.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert md.strip() in result.stdout

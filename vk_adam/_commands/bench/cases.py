@@ -86,7 +86,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", default="vk-adam-bench", help="output folder (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--render", metavar="BENCH_JSON", help="only re-render a saved bench.json into --out")
+    parser.add_argument(
+        "--render",
+        metavar="BENCH_JSON",
+        help="only re-render a saved bench.json (or formats.json) into --out",
+    )
     add_zero_arguments(parser)
     add_host_arguments(parser)
 

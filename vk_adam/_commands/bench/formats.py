@@ -213,8 +213,8 @@ def run_formats_bench(
     sizes: tuple[int, ...] | None = None,
 ) -> str:
     """Every config of ``CONFIGS`` at each of ``sizes`` (default: 2^24 and 2^28 elements on a
-    GPU, 2^20 and 2^22 on a CPU driver), then torch's rows; writes formats.json and formats.md
-    into ``out`` and returns the table."""
+    GPU, 2^20 and 2^22 on a CPU driver), then torch's rows; writes formats.json, formats.md and
+    the plot formats.png into ``out`` and returns the table."""
     from tqdm import tqdm
 
     if sizes is None:
@@ -244,7 +244,72 @@ def run_formats_bench(
     (out / "formats.json").write_text(json.dumps(report, indent=2))
     table = format_table(report)
     (out / "formats.md").write_text(table + "\n")
+    plot_formats(report, out / "formats.png")
     return table
+
+
+def is_formats_report(report: dict[str, Any]) -> bool:
+    """Whether a saved report is this bench's formats.json (not the main bench's bench.json)."""
+    return "rows" in report and "cases" not in report
+
+
+def render_formats(report: dict[str, Any], out: Path) -> str:
+    """Write formats.md and formats.png for a saved formats.json's report; return the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    table = format_table(report)
+    (out / "formats.md").write_text(table + "\n")
+    plot_formats(report, out / "formats.png")
+    return table
+
+
+#: The issue's marks for a storage format's step: its share of the copy bandwidth at 268M
+#: elements (2^28) and at 16.8M (2^24).
+TARGETS = {2**28: 0.90, 2**24: 0.80}
+
+
+def plot_formats(report: dict[str, Any], path: Path) -> None:
+    """One bar per format and size: the step's share of the copy bandwidth (its GB/s where the
+    report has no copy bandwidth), the GPU ms written at the bar's end; the marks of TARGETS
+    as dashed lines of the size's colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["rows"] if "gpu_ms" in r]
+    share = all(r.get("copy_fraction") for r in rows) and bool(rows)
+    labels = list(dict.fromkeys((r["backend"], r["config"]) for r in rows))
+    sizes = sorted({r["elements"] for r in rows})
+    fig, ax = plt.subplots(figsize=(11, 0.3 * max(1, len(labels)) * max(1, len(sizes)) + 1.6))
+    width = 0.8 / max(1, len(sizes))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, n in enumerate(sizes):
+        color = colors[k % len(colors)]
+        for i, label in enumerate(labels):
+            row = next((r for r in rows if (r["backend"], r["config"]) == label and r["elements"] == n), None)
+            if row is None:
+                continue
+            value = 100 * row["copy_fraction"] if share else row["GBps"]
+            y = i + k * width
+            ax.barh(y, value, width, color=color, label=f"{n:,} elements" if i == 0 else None)
+            ax.text(value, y, f" {row['gpu_ms']:.3f} ms", va="center", fontsize=7)
+        if share and n in TARGETS:
+            ax.axvline(100 * TARGETS[n], color=color, linestyle="--", linewidth=1)
+    ax.set_xlim(0, 1.15 * max([100 * r["copy_fraction"] if share else r["GBps"] for r in rows], default=1.0))
+    ax.set_yticks([i + 0.4 - width / 2 for i in range(len(labels))])
+    ax.set_yticklabels([c if b == "vk-adam" else f"{c} ({b})" for b, c in labels], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of the copy bandwidth, % (bytes the step must move)" if share else "GB/s")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=max(1, len(sizes)), fontsize=8, frameon=False
+    )
+    marks = ", ".join(f"{100 * t:.0f}% at {n:,}" for n, t in TARGETS.items() if n in sizes)
+    title = "AdamW step per storage format (higher is better)"
+    ax.set_title(title + (f"; dashed: {marks}" if share and marks else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend below the axes
+    plt.close(fig)
 
 
 def format_table(report: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..._runtime import DeviceInfo, Runtime, select_device
 from .cases import BYTES_PER_ELEMENT, Case, select_cases
-from .formats import run_formats_bench
+from .formats import is_formats_report, render_formats, run_formats_bench
 from .measure import (
     Result,
     bench_numpy,
@@ -47,7 +47,7 @@ def run_bench(args: argparse.Namespace) -> int:
         report = json.loads(Path(args.render).read_text())
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        print(render(report, out))
+        print(render_formats(report, out) if is_formats_report(report) else render(report, out))
         return 0
     info = select_device(args.device)
     if args.steps_per_batch is None:
