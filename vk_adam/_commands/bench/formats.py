@@ -301,9 +301,8 @@ def plot_formats(report: dict[str, Any], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("share of the copy bandwidth, % (bytes the step must move)" if share else "GB/s")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(
-        loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=max(1, len(sizes)), fontsize=8, frameon=False
-    )
+    if rows:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=len(sizes), fontsize=8, frameon=False)
     marks = ", ".join(f"{100 * t:.0f}% at {n:,}" for n, t in TARGETS.items() if n in sizes)
     title = "AdamW step per storage format (higher is better)"
     ax.set_title(title + (f"; dashed: {marks}" if share and marks else ""), fontsize=10)
