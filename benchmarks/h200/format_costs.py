@@ -19,6 +19,11 @@ results, the others are for timing):
                  harness's loads, stores, 16-bit conversions, rounding stream and block maxima
                  cost with no tables (the same bytes and the same loop; not a floor since
                  the table lookups cost less than no-tables' arithmetic)
+  floor          the same loads, stores and loop with as little between them as each part
+                 allows: trivial-quant, trivial-deq, no-hash, no-absmax, f16-fast and the rule's
+                 math replaced by one multiply-add per value (the same bytes; what the loop and
+                 its memory traffic cost alone, the floor the issue asks for); wrong results,
+                 for timing only
   clamped        the release's lookup with clamps before it, as a table of the buckets that
                  matter would need: the signed map's ordered bits clamped below -2 (one min), the
                  unsigned map's bits into 2**-23..2 (two); the same codes but for NaNs with
@@ -183,6 +188,16 @@ BUILDS: dict[str, list[tuple[Any, str]]] = {
         (QUANTIZE, QUANT_ARITH),
         (DEQ, DEQ_ARITH),
         (LOAD_MAP, ""),
+        (UPDATE_CALL, BARE_UPDATE),
+    ],
+    "floor": [
+        (QUANTIZE, TRIVIAL_QUANT),
+        (DEQ, TRIVIAL_DEQ),
+        (LOAD_MAP, ""),
+        (SR_HASH.split("    const uvec4 r")[0], NO_HASH),
+        (ABSMAX, NO_ABSMAX),
+        *F16_IN,
+        *F16_OUT,
         (UPDATE_CALL, BARE_UPDATE),
     ],
     "clamped": [(QUANTIZE, CLAMPED)],
