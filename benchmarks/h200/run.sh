@@ -5,7 +5,9 @@
 #   bash benchmarks/h200/run.sh [MODE] [--out DIR]
 #
 # DIR: where every output goes; default $OUT (set by the device tool), else
-# benchmarks/results/h200-<today>/. The kit's install log goes to /tmp/install.log.
+# benchmarks/results/h200-<today>/. The kit's install log goes to /tmp/install.log. With PACK=1,
+# everything in DIR ends in one archive, DIR/outputs.tar.gz, when the script ends (the device
+# tool brings back at most 8 files; `tar xzf outputs.tar.gz` in the results folder unpacks it).
 #
 # MODE (default: CUDA interop and ZeRO-1 with NCCL on the Vulkan buffers):
 #   (none)    cuda-tests.txt  the CUDA interop, NCCL-on-Vulkan and timeline-semaphore tests under
@@ -81,6 +83,14 @@ esac
 OUT="${out:-benchmarks/results/h200-$(date +%F)}"
 mkdir -p "$OUT"
 echo "outputs in $OUT"
+if [ "${PACK:-0}" = 1 ]; then
+  pack() {
+    local archive; archive="$(mktemp -u /tmp/outputs.XXXXXX).tar.gz"
+    tar czf "$archive" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv "$archive" "$OUT/outputs.tar.gz"
+    echo "packed into $OUT/outputs.tar.gz"
+  }
+  trap pack EXIT
+fi
 # Test files by name, wherever tests/ keeps them (a name not found stays, for pytest to report).
 tests_named() {
   for name in "$@"; do
