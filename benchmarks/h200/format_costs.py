@@ -22,7 +22,7 @@ results, the others are for timing):
   floor          the same loads, stores and loop with as little between them as each part
                  allows: trivial-quant, trivial-deq, no-hash, no-absmax, f16-fast and the rule's
                  math replaced by one multiply-add per value (the same bytes; what the loop and
-                 its memory traffic cost alone, the floor the issue asks for); wrong results,
+                 its memory traffic cost alone: a bandwidth-only floor); wrong results,
                  for timing only
   clamped        the release's lookup with clamps before it, as a table of the buckets that
                  matter would need: the signed map's ordered bits clamped below -2 (one min), the
@@ -281,6 +281,8 @@ def applied(shipped: str, diff: str, name: str) -> str:
             if line.startswith("\\"):  # "\ No newline at end of file"
                 continue
             tag, text = line[:1], line[1:]
+            if tag == "\n":  # a blank context line whose leading space an editor took off
+                tag, text = " ", "\n"
             if tag in (" ", "-"):
                 old.append(text)
             if tag in (" ", "+"):

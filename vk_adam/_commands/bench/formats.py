@@ -242,10 +242,7 @@ def run_formats_bench(
     report = {"copy_GBps": copy_gbps, "knobs": knob_settings(), "rows": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "formats.json").write_text(json.dumps(report, indent=2))
-    table = format_table(report)
-    (out / "formats.md").write_text(table + "\n")
-    plot_formats(report, out / "formats.png")
-    return table
+    return render_formats(report, out)
 
 
 def is_formats_report(report: dict[str, Any]) -> bool:
@@ -262,7 +259,7 @@ def render_formats(report: dict[str, Any], out: Path) -> str:
     return table
 
 
-#: The issue's marks for a storage format's step: its share of the copy bandwidth at 268M
+#: The marks a storage format's step is held to: its share of the copy bandwidth at 268M
 #: elements (2^28) and at 16.8M (2^24).
 TARGETS = {2**28: 0.90, 2**24: 0.80}
 
@@ -285,13 +282,15 @@ def plot_formats(report: dict[str, Any], path: Path) -> None:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, n in enumerate(sizes):
         color = colors[k % len(colors)]
+        legend: str | None = f"{n:,} elements"  # on the size's first bar
         for i, label in enumerate(labels):
             row = next((r for r in rows if (r["backend"], r["config"]) == label and r["elements"] == n), None)
             if row is None:
                 continue
             value = 100 * row["copy_fraction"] if share else row["GBps"]
             y = i + k * width
-            ax.barh(y, value, width, color=color, label=f"{n:,} elements" if i == 0 else None)
+            ax.barh(y, value, width, color=color, label=legend)
+            legend = None
             ax.text(value, y, f" {row['gpu_ms']:.3f} ms", va="center", fontsize=7)
         if share and n in TARGETS:
             ax.axvline(100 * TARGETS[n], color=color, linestyle="--", linewidth=1)
