@@ -53,7 +53,8 @@
 #             (format_costs.py: the 8-bit path's parts, patched-harness builds timed against the
 #             release; $COST_SIZES, default 24 28; $COST_BUILDS, default all; COST_CHECK=1
 #             first compares the exact builds bit for bit; $COST_HARNESS, NAME=PATH harness-file
-#             builds, PATH a harness file or a diff of the shipped one; COSTS=0 leaves it out), and with BIG_STEPS=1 big.txt and big/
+#             builds, PATH a harness file or a diff of the shipped one; COSTS=0 leaves it
+#             out), and with BIG_STEPS=1 big.txt and big/
 #             (big_steps.py: large fp32 steps with and without the gradient zeroing, under
 #             workgroup caps; $BIG_CONFIGS, $BIG_KNOBS, $BIG_CAPS, $BIG_ZERO); with LARGEST=1,
 #             last, largest-fp32.json (scale's fp32 step; it needs an H200's memory):
